@@ -1,0 +1,3 @@
+//! The custom-handler process the Azure Functions host starts.
+
+fn main() {}

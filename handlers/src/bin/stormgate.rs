@@ -1,0 +1,3 @@
+//! The `stormgate` command line: train, simulate, replay, dead letters.
+
+fn main() {}

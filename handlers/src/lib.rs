@@ -1,0 +1,4 @@
+//! stormgate-handlers: the Azure Functions custom handler around `stormgate-shared`.
+//!
+//! Only this crate knows HTTP, the Functions invocation payload format, the
+//! environment and the system clock.

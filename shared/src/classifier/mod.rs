@@ -1,0 +1,1 @@
+//! The local severity classifier: features, model, route-up rule, training and evaluation.

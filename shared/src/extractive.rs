@@ -1,0 +1,1 @@
+//! The zero-token summarizer: all three summary kinds from the bounded log, no LLM.

@@ -1,0 +1,143 @@
+//! A unit of LLM work: which summary of which ticket version, for which tier, by when.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::clock::EpochMillis;
+use crate::severity::Severity;
+use crate::ticket_id::TicketId;
+use crate::tokens::Tokens;
+
+/// The three summaries stormgate produces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SummaryKind {
+    /// Five sentences for the engineer working the ticket.
+    Technician,
+    /// Plain-language status for affected customers; scrubbed of internals.
+    Customer,
+    /// Executive roll-up of a region.
+    Rollup,
+}
+
+impl SummaryKind {
+    pub const ALL: [SummaryKind; 3] = [SummaryKind::Technician, SummaryKind::Customer, SummaryKind::Rollup];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SummaryKind::Technician => "technician",
+            SummaryKind::Customer => "customer",
+            SummaryKind::Rollup => "rollup",
+        }
+    }
+}
+
+impl fmt::Display for SummaryKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for SummaryKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "technician" => Ok(SummaryKind::Technician),
+            "customer" => Ok(SummaryKind::Customer),
+            "rollup" => Ok(SummaryKind::Rollup),
+            other => Err(format!("unknown summary kind {other:?}")),
+        }
+    }
+}
+
+/// Where a summary comes from. Premium and Standard are two Azure OpenAI deployments of
+/// different models, hence separate quota pools; Extractive spends no tokens at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Tier {
+    Premium,
+    Standard,
+    Extractive,
+}
+
+impl Tier {
+    pub const LLM: [Tier; 2] = [Tier::Premium, Tier::Standard];
+
+    /// The tier a job spills to when this one cannot serve it before its deadline.
+    pub fn spill(self) -> Tier {
+        match self {
+            Tier::Premium => Tier::Standard,
+            Tier::Standard | Tier::Extractive => Tier::Extractive,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tier::Premium => "premium",
+            Tier::Standard => "standard",
+            Tier::Extractive => "extractive",
+        }
+    }
+}
+
+impl fmt::Display for Tier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Tier {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "premium" => Ok(Tier::Premium),
+            "standard" => Ok(Tier::Standard),
+            "extractive" => Ok(Tier::Extractive),
+            other => Err(format!("unknown tier {other:?}")),
+        }
+    }
+}
+
+/// Identity of a job: one summary kind of one ticket version. Re-enqueueing the same
+/// id is a no-op, which is what makes at-least-once delivery safe.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct JobId {
+    pub ticket: TicketId,
+    pub version: u64,
+    pub kind: SummaryKind,
+}
+
+impl fmt::Display for JobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}:{}", self.ticket, self.version, self.kind)
+    }
+}
+
+/// A queued request for one LLM summary.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Job {
+    pub id: JobId,
+    /// The human ticket number (`INC0012345`), for logs and prompts.
+    pub number: String,
+    pub severity: Severity,
+    pub tier: Tier,
+    /// Upper bound of the prompt's tokens, as the governor will charge it.
+    pub prompt_tokens: Tokens,
+    /// The `max_tokens` the call will set; charged in full at admission, as Azure does.
+    pub max_output_tokens: Tokens,
+    pub enqueued_at: EpochMillis,
+    /// After this the job spills to the next tier.
+    pub deadline: EpochMillis,
+    /// Jobs sharing a key (same outage) may be served by one LLM call.
+    pub coalesce_key: Option<String>,
+    pub region: Option<String>,
+}
+
+impl Job {
+    /// What admission charges against the deployment's budget.
+    pub fn reservation(&self) -> Tokens {
+        self.prompt_tokens + self.max_output_tokens
+    }
+}

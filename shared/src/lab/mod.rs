@@ -1,0 +1,1 @@
+//! The storm lab: scenarios, the virtual-time replay engine, policies and the report.

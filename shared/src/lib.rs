@@ -1,0 +1,34 @@
+//! stormgate-shared: the domain and scheduling logic of stormgate.
+//!
+//! Tickets are parsed ([`event`]), bounded ([`log_bounding`]), classified locally
+//! ([`classifier`]) and given an instant extractive summary ([`extractive`]) by
+//! [`ingest`]; LLM work waits in per-tier priority queues ([`store`]); [`dispatcher`]
+//! admits it through the token [`governor`]; [`summarize`] turns admitted jobs into
+//! stored summaries with exactly one [`retry`] layer, falling back to extraction.
+//!
+//! This crate knows neither HTTP nor the Azure Functions payload format, never reads
+//! the environment, and never reads the system clock: time comes from a [`clock::Clock`].
+
+pub mod classifier;
+pub mod clock;
+pub mod dispatcher;
+pub mod event;
+pub mod extractive;
+pub mod governor;
+pub mod ingest;
+pub mod job;
+pub mod lab;
+pub mod llm;
+pub mod log_bounding;
+pub mod metering;
+pub mod prompts;
+pub mod retry;
+pub mod rollup;
+pub mod scrubber;
+pub mod severity;
+pub mod store;
+pub mod summarize;
+pub mod summary;
+pub mod ticket_id;
+pub mod token_estimate;
+pub mod tokens;

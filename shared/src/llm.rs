@@ -1,0 +1,1 @@
+//! The LLM client interface the tier workers call, and its typed outcomes.

@@ -1,0 +1,1 @@
+//! Executive regional roll-ups from stored ticket summaries.

@@ -1,0 +1,1 @@
+//! The embedded in-memory store: same semantics as Redis, no server needed.

@@ -1,0 +1,60 @@
+//! A stored summary and the facts a reader needs to trust it.
+
+use serde::{Deserialize, Serialize};
+
+use crate::clock::EpochMillis;
+use crate::job::{SummaryKind, Tier};
+use crate::ticket_id::TicketId;
+use crate::tokens::Tokens;
+
+/// The model name recorded for summaries that spent no tokens.
+pub const EXTRACTIVE_MODEL: &str = "extractive";
+
+/// One summary of one ticket version. The store keeps the latest version per
+/// (ticket, kind); writing an older version is a no-op.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    pub ticket: TicketId,
+    pub number: String,
+    pub version: u64,
+    pub kind: SummaryKind,
+    pub text: String,
+    pub tier: Tier,
+    /// Deployment model name, or [`EXTRACTIVE_MODEL`].
+    pub model: String,
+    /// True when this is a fallback for an LLM summary that could not be had in time.
+    pub degraded: bool,
+    pub tokens_used: Tokens,
+    pub created_at: EpochMillis,
+    /// Prompt template version, for LLM summaries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_version: Option<String>,
+    /// What bounding did to the input log (bytes kept/dropped, collapsed repeats).
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub input: serde_json::Value,
+}
+
+/// How a summary write went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PutOutcome {
+    Stored,
+    /// A newer (or equal, with an LLM over an extractive) version was already stored.
+    Superseded,
+}
+
+/// Whether `candidate` should replace `current` for the same (ticket, kind).
+///
+/// Newer versions always win; for the same version an LLM summary replaces an
+/// extractive one but never the other way round, so a late fallback cannot
+/// overwrite a finished LLM summary.
+pub fn replaces(candidate: &Summary, current: &Summary) -> bool {
+    if candidate.version != current.version {
+        return candidate.version > current.version;
+    }
+    let rank = |s: &Summary| match s.tier {
+        Tier::Extractive => 0,
+        Tier::Standard | Tier::Premium => 1,
+    };
+    rank(candidate) > rank(current)
+}

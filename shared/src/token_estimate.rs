@@ -1,0 +1,1 @@
+//! Token estimates for prompts: the exact tokenizer and the measured fast upper bound.

@@ -1,0 +1,3 @@
+//! `cargo xtask dist`: assembles the deployable Functions app root in `target/dist/`.
+
+fn main() {}
