@@ -12,3 +12,4 @@ pub mod lazy_store;
 pub mod redis_connector;
 pub mod secrets;
 pub mod system_clock;
+pub mod telemetry;
