@@ -6,6 +6,7 @@
 //! built from it and a test compares it with the folders of `function-defs/`.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use axum::Router;
 use axum::extract::Request;
@@ -168,11 +169,15 @@ async fn invocation_span(request: Request, next: Next) -> Response {
         status = tracing::field::Empty,
     );
     async move {
+        let started = Instant::now();
         let response = next.run(request).await;
         let status = response.status();
         tracing::Span::current().record("status", status.as_u16());
+        let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         if status.is_server_error() && status != StatusCode::NOT_IMPLEMENTED {
-            tracing::warn!("invocation failed");
+            tracing::warn!(elapsed_ms, "invocation failed");
+        } else {
+            tracing::info!(elapsed_ms, "answered");
         }
         response.into_response()
     }

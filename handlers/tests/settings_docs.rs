@@ -42,3 +42,23 @@ fn local_settings_example_starts_the_handler() {
     let settings = Settings::from_vars(vars).unwrap();
     assert_eq!(settings.port, 3000);
 }
+
+const TABLE_START: &str = "<!-- settings-table:start -->\n";
+const TABLE_END: &str = "<!-- settings-table:end -->";
+
+#[test]
+fn readme_configuration_table_matches_the_settings_table() {
+    let readme = repo_file("README.md");
+    let start = readme
+        .find(TABLE_START)
+        .expect("README.md has the settings-table:start marker")
+        + TABLE_START.len();
+    let end = readme
+        .find(TABLE_END)
+        .expect("README.md has the settings-table:end marker");
+    let expected = stormgate_handlers::config::settings_markdown_table();
+    assert!(
+        readme[start..end] == expected,
+        "README.md's configuration table differs from config::SETTINGS; replace it with:\n{expected}"
+    );
+}
