@@ -2,8 +2,8 @@
 //!
 //! Everything here is arithmetic on configuration, parsed once: a [`DeploymentName`]
 //! that is safe inside a Redis key, a [`Headroom`] fraction that cannot be nonsense, a
-//! [`ShortWindow`] that divides a minute (which is what makes the 60 s bound follow from
-//! the short-window bound, see the module docs of [`crate::governor`]).
+//! [`ShortWindow`] that divides 10 s (which is what makes the 10 s and 60 s bounds follow
+//! from the short-window bound, see the module docs of [`crate::governor`]).
 
 use std::fmt;
 use std::str::FromStr;
@@ -18,6 +18,7 @@ use crate::tokens::Tokens;
 pub const RPM_PER_1000_TPM: u64 = 6;
 
 const MINUTE_MS: u64 = 60_000;
+const AZURE_REQUEST_WINDOW_MS: u64 = 10_000;
 
 /// An Azure OpenAI deployment name: 1–64 of `[A-Za-z0-9._-]`, so it can sit inside a
 /// Redis key (and its hash tag) without escaping.
@@ -114,13 +115,14 @@ impl<'de> Deserialize<'de> for Headroom {
 }
 
 /// The sliding window admissions are counted over: a whole number of milliseconds
-/// that divides 60 s exactly (1 s, 2 s, 5 s, 10 s, 12 s, 15 s, 20 s, 30 s, 60 s, ...).
+/// that divides 10 s exactly (250 ms, 500 ms, 1 s, 2 s, 5 s, 10 s, ...), so that both
+/// Azure's 10 s request window and the minute are whole numbers of windows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(into = "u64")]
 pub struct ShortWindow(u64);
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("the governor window must divide 60000 ms exactly, got {0} ms")]
+#[error("the governor window must divide 10000 ms exactly, got {0} ms")]
 pub struct ShortWindowError(pub u64);
 
 impl ShortWindow {
@@ -129,7 +131,7 @@ impl ShortWindow {
     pub const DEFAULT: ShortWindow = ShortWindow(10_000);
 
     pub fn from_millis(ms: u64) -> Result<ShortWindow, ShortWindowError> {
-        if ms > 0 && MINUTE_MS.is_multiple_of(ms) {
+        if ms > 0 && AZURE_REQUEST_WINDOW_MS.is_multiple_of(ms) {
             Ok(ShortWindow(ms))
         } else {
             Err(ShortWindowError(ms))
@@ -250,6 +252,7 @@ mod tests {
         assert!(ShortWindow::from_millis(10_000).is_ok());
         assert!(ShortWindow::from_millis(1_000).is_ok());
         assert!(ShortWindow::from_millis(7_000).is_err());
+        assert!(ShortWindow::from_millis(20_000).is_err());
         assert!(ShortWindow::from_millis(0).is_err());
         assert!(ShortWindow::from_millis(120_000).is_err());
     }

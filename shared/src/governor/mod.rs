@@ -11,9 +11,9 @@
 //! [`GovernorPolicy::down_after`] (a daily quota says 86400 s) marks the deployment down
 //! so work spills instead of waiting.
 //!
-//! # The algorithm: an exact sliding-window log over a window that divides a minute
+//! # The algorithm: an exact sliding-window log over a window that divides 10 s
 //! Each deployment keeps the log of admissions in the last `W` (default 10 s; any
-//! [`ShortWindow`] divides 60 s) with their current charges. A call is admitted at `t`
+//! [`ShortWindow`] divides 10 s) with their current charges. A call is admitted at `t`
 //! only if, counting the entries admitted in `(t − W, t]`,
 //! `charged + cost ≤ L_tok = TPM·(1 − h)·W/60 s` and `count + 1 ≤ L_req = RPM·(1 − h)·W/60 s`.
 //!
@@ -28,10 +28,11 @@
 //! Every admission `u` in the window has `s ≤ u ≤ t_e`, so `u > t_e − W`: it was in
 //! the log when `e` was checked, with a charge at least its final one (charges only
 //! drop, by refunds — a reported overrun is the service's usage, not an admission).
-//! Hence the window's charged tokens ≤ `L_tok` and its requests ≤ `L_req`. With
-//! `W = 10 s` that is `RPM·(1 − h)/6` requests. A 60 s window is the disjoint union of
-//! `60 s / W` windows of length `W`, so it holds at most `60 s/W · L_tok ≤ TPM·(1 − h)`
-//! tokens and `RPM·(1 − h)` requests. The property tests in `tests/governor_props.rs`
+//! Hence the window's charged tokens ≤ `L_tok` and its requests ≤ `L_req`. A 10 s
+//! window is the disjoint union of `10 s/W` windows of length `W`, so it holds at most
+//! `RPM·(1 − h)/6` requests; a 60 s window, likewise, at most `TPM·(1 − h)` tokens and
+//! `RPM·(1 − h)` requests. (For a deployment so small that `RPM·(1 − h)·W/60 s < 1`,
+//! `L_req` is raised to 1 only if Azure's own `RPM·W/60 s ≥ 1`: never above Azure's limit.) The property tests in `tests/governor_props.rs`
 //! check exactly these statements on random arrivals, sizes and completion times.
 //!
 //! State lives behind the [`Ledger`] trait: [`MemoryLedger`] for one process,
