@@ -160,7 +160,7 @@ async fn run(
                         let r_at = r.admitted_at.0;
                         running.push((now + runs_ms, admitted.len(), r, used));
                         admitted.push(Admitted {
-                            at: now,
+                            at: r_at,
                             reserved: cost,
                             settled: None,
                         });
