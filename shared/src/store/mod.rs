@@ -107,10 +107,17 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     async fn ingest(&self, records: &[IngestRecord]) -> Result<Vec<IngestOutcome>, StoreError>;
 
     /// The latest snapshot stored for a ticket, with its version.
-    async fn ticket_snapshot(&self, ticket: &TicketId) -> Result<Option<(u64, serde_json::Value)>, StoreError>;
+    async fn ticket_snapshot(
+        &self,
+        ticket: &TicketId,
+    ) -> Result<Option<(u64, serde_json::Value)>, StoreError>;
 
     async fn put_summary(&self, summary: &Summary) -> Result<PutOutcome, StoreError>;
-    async fn summary(&self, ticket: &TicketId, kind: SummaryKind) -> Result<Option<Summary>, StoreError>;
+    async fn summary(
+        &self,
+        ticket: &TicketId,
+        kind: SummaryKind,
+    ) -> Result<Option<Summary>, StoreError>;
 
     /// Leases the job with the best effective priority in `tier`, plus up to
     /// `max_group - 1` pending jobs sharing its coalescing key.
@@ -129,7 +136,12 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// Returns expired leases to their queues; the count reclaimed.
     async fn reclaim_expired(&self, now: EpochMillis) -> Result<u64, StoreError>;
     /// Removes pending jobs of a ticket older than `below_version` (superseded or closed).
-    async fn cancel(&self, ticket: &TicketId, below_version: u64, kinds: &[SummaryKind]) -> Result<u64, StoreError>;
+    async fn cancel(
+        &self,
+        ticket: &TicketId,
+        below_version: u64,
+        kinds: &[SummaryKind],
+    ) -> Result<u64, StoreError>;
     async fn queue_stats(&self, tier: Tier) -> Result<QueueStats, StoreError>;
     async fn job_exists(&self, id: &JobId) -> Result<bool, StoreError>;
 
