@@ -279,7 +279,7 @@ pub struct RetryEnv<'a> {
 }
 
 /// Offers a shorter version of a request whose prompt exceeded the context window.
-pub type ShortenPrompt = dyn Fn(&ChatRequest) -> Option<ChatRequest> + Sync;
+pub type Shortener<'a> = dyn Fn(&ChatRequest) -> Option<ChatRequest> + Sync + 'a;
 
 /// Sends `request`, retrying as the policy says. The first call is assumed admitted
 /// (dispatch reserved it); every further call is re-admitted through `env.admission`.
@@ -288,7 +288,7 @@ pub async fn complete_with_retry<R: Rng + Send + ?Sized>(
     env: RetryEnv<'_>,
     request: ChatRequest,
     reservation: Tokens,
-    shorten: Option<&ShortenPrompt>,
+    shorten: Option<&Shortener<'_>>,
     rng: &mut R,
 ) -> RetryOutcome {
     let mut state = RetryState::new();
