@@ -216,3 +216,16 @@ async fn log_lines_of_an_invocation_carry_the_hosts_invocation_id() {
     );
     assert_eq!(rejected["span"]["path"], "/classify");
 }
+
+#[tokio::test]
+async fn a_kafka_batch_larger_than_axums_default_limit_is_accepted() {
+    let big_value = "x".repeat(64 * 1024);
+    let records: Vec<String> = (0..64).map(|i| kafka_event_data(i, &big_value)).collect();
+    let invocation =
+        json!({"Data": {"events": serde_json::to_string(&records).unwrap()}, "Metadata": {}});
+    let body = invocation.to_string();
+    assert!(body.len() > 4 * 1024 * 1024);
+    let (status, body) = post_json("/classify", body).await;
+    assert_ne!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_ne!(status, StatusCode::PAYLOAD_TOO_LARGE, "{body}");
+}
