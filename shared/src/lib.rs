@@ -30,6 +30,8 @@ pub mod severity;
 pub mod store;
 pub mod summarize;
 pub mod summary;
+#[cfg(any(test, feature = "test-support"))]
+pub mod testing;
 pub mod ticket_id;
 pub mod ticket_view;
 pub mod token_estimate;
