@@ -31,5 +31,6 @@ pub mod store;
 pub mod summarize;
 pub mod summary;
 pub mod ticket_id;
+pub mod ticket_view;
 pub mod token_estimate;
 pub mod tokens;
