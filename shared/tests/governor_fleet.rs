@@ -159,8 +159,8 @@ async fn fleet_of_dispatchers_shares_one_budget_and_one_cooldown() {
         tokens > 2 * limits.tokens,
         "the fleet must have run through several windows, got {tokens}"
     );
-    for i in 0..instances.len() {
-        let own = instances[i].store.queue_stats(Tier::Premium).await.unwrap();
+    for (i, inst) in instances.iter().enumerate() {
+        let own = inst.store.queue_stats(Tier::Premium).await.unwrap();
         assert!(
             own.pending < u64::from(JOBS_EACH),
             "instance {i} was starved"
