@@ -11,10 +11,12 @@
 
 pub mod classifier;
 pub mod clock;
+pub mod dispatch_policy;
 pub mod dispatcher;
 pub mod duration_secs;
 pub mod event;
 pub mod extractive;
+pub mod gauges;
 pub mod governor;
 pub mod ingest;
 pub mod job;
