@@ -1,0 +1,3 @@
+//! Subcommands of the `stormgate` command line, one module each.
+
+pub mod train;
