@@ -12,6 +12,7 @@
 pub mod classifier;
 pub mod clock;
 pub mod dispatcher;
+pub mod duration_secs;
 pub mod event;
 pub mod extractive;
 pub mod governor;
