@@ -18,10 +18,11 @@ use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
 use crate::clock::{Clock, EpochMillis};
+use crate::governor::Reservation;
 use crate::job::{JobId, SummaryKind, Tier};
 use crate::llm::{ChatRequest, LlmClient};
 use crate::prompts::{self, TicketText};
-use crate::retry::{Admission, CallRecord, GiveUp, RetryEnv, RetryPolicy, complete_with_retry};
+use crate::retry::{CallRecord, GiveUp, RetryEnv, RetryGate, RetryPolicy, complete_with_retry};
 use crate::store::{Lease, LeasedGroup, Store, StoreError};
 use crate::summary::{EXTRACTIVE_MODEL, PutOutcome, Summary};
 use crate::ticket_id::TicketId;
@@ -79,7 +80,7 @@ impl Default for SummarizeSettings {
 pub struct TierWorker<'a> {
     pub store: &'a dyn Store,
     pub client: &'a dyn LlmClient,
-    pub admission: &'a dyn Admission,
+    pub gate: &'a dyn RetryGate,
     pub clock: &'a dyn Clock,
     pub zero_token: &'a dyn ZeroTokenPath,
     pub deployment: Deployment,
@@ -144,13 +145,14 @@ struct Item<'g> {
 impl TierWorker<'_> {
     /// Summarizes a leased group and acknowledges its leases.
     ///
-    /// `reserved` is what dispatch reserved for the group's first call(s); it is
-    /// reconciled with real usage. Store failures abort without acknowledging, so
-    /// the leases expire and the jobs are served again.
+    /// `reservation` is what dispatch admitted for the group's call; it is settled
+    /// with real usage. A group mixing summary kinds needs one call per kind: the
+    /// further calls are admitted through the governor first. Store failures abort
+    /// without acknowledging, so the leases expire and the jobs are served again.
     pub async fn summarize_group(
         &self,
         group: &LeasedGroup,
-        reserved: Tokens,
+        reservation: Option<Reservation>,
     ) -> Result<SummarizeOutcome, StoreError> {
         let mut outcome = SummarizeOutcome::default();
         let mut by_kind: BTreeMap<SummaryKind, Vec<Item<'_>>> = BTreeMap::new();
@@ -166,10 +168,9 @@ impl TierWorker<'_> {
                 }
             }
         }
-        let partitions = by_kind.len().max(1) as u64;
+        let mut reservation = reservation;
         for (kind, items) in by_kind {
-            let share = Tokens(reserved.get() / partitions);
-            self.summarize_kind(kind, &items, share, &mut outcome)
+            self.summarize_kind(kind, &items, reservation.take(), &mut outcome)
                 .await?;
         }
         Ok(outcome)
@@ -204,10 +205,16 @@ impl TierWorker<'_> {
         &self,
         kind: SummaryKind,
         items: &[Item<'_>],
-        reserved: Tokens,
+        reservation: Option<Reservation>,
         outcome: &mut SummarizeOutcome,
     ) -> Result<(), StoreError> {
         let template = prompts::current(kind);
+        // What a call costs at admission: every ticket's prompt plus max_tokens.
+        let cost = items
+            .iter()
+            .map(|i| i.lease.job.prompt_tokens)
+            .sum::<Tokens>()
+            + Tokens(u64::from(template.max_tokens));
         let per_ticket = self.settings.prompt_chars / items.len().max(1);
         let request = self.request(kind, items, per_ticket);
         let shorten = |_: &ChatRequest| Some(self.request(kind, items, per_ticket / 2));
@@ -219,12 +226,13 @@ impl TierWorker<'_> {
         let mut rng = SmallRng::seed_from_u64(seed);
         let env = RetryEnv {
             client: self.client,
-            admission: self.admission,
+            gate: self.gate,
             clock: self.clock,
             policy: &self.settings.retry,
             deadline: self.deadline(items),
         };
-        let retried = complete_with_retry(env, request, reserved, Some(&shorten), &mut rng).await;
+        let retried =
+            complete_with_retry(env, request, reservation, cost, Some(&shorten), &mut rng).await;
         outcome.calls.extend(retried.calls);
         let result = retried.result;
         if let Ok(completion) = &result {
