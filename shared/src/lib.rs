@@ -34,3 +34,4 @@ pub mod ticket_id;
 pub mod ticket_view;
 pub mod token_estimate;
 pub mod tokens;
+pub mod zero_token;
