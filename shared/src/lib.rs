@@ -40,3 +40,4 @@ pub mod ticket_id;
 pub mod ticket_view;
 pub mod token_estimate;
 pub mod tokens;
+pub mod zero_token;
