@@ -14,7 +14,9 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 /// Milliseconds since the Unix epoch (UTC). The unit every Redis score and lease uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default,
+)]
 #[serde(transparent)]
 pub struct EpochMillis(pub u64);
 
@@ -77,7 +79,9 @@ pub struct ManualClock {
 
 impl ManualClock {
     pub fn starting_at(t: EpochMillis) -> Self {
-        ManualClock { now: Arc::new(AtomicU64::new(t.0)) }
+        ManualClock {
+            now: Arc::new(AtomicU64::new(t.0)),
+        }
     }
 
     pub fn advance(&self, d: Duration) {
@@ -118,9 +122,18 @@ mod tests {
 
     #[test]
     fn arithmetic_saturates_instead_of_wrapping() {
-        assert_eq!(EpochMillis(5).minus(Duration::from_secs(1)), EpochMillis::ZERO);
-        assert_eq!(EpochMillis(u64::MAX).plus(Duration::from_secs(1)), EpochMillis(u64::MAX));
-        assert_eq!(EpochMillis(3_000).since(EpochMillis(1_000)), Duration::from_secs(2));
+        assert_eq!(
+            EpochMillis(5).minus(Duration::from_secs(1)),
+            EpochMillis::ZERO
+        );
+        assert_eq!(
+            EpochMillis(u64::MAX).plus(Duration::from_secs(1)),
+            EpochMillis(u64::MAX)
+        );
+        assert_eq!(
+            EpochMillis(3_000).since(EpochMillis(1_000)),
+            Duration::from_secs(2)
+        );
         assert_eq!(EpochMillis(1_000).since(EpochMillis(3_000)), Duration::ZERO);
     }
 }

@@ -23,7 +23,11 @@ pub enum SummaryKind {
 }
 
 impl SummaryKind {
-    pub const ALL: [SummaryKind; 3] = [SummaryKind::Technician, SummaryKind::Customer, SummaryKind::Rollup];
+    pub const ALL: [SummaryKind; 3] = [
+        SummaryKind::Technician,
+        SummaryKind::Customer,
+        SummaryKind::Rollup,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {

@@ -20,7 +20,13 @@ pub enum Severity {
 pub struct SeverityParseError(pub String);
 
 impl Severity {
-    pub const ALL: [Severity; 5] = [Severity::P1, Severity::P2, Severity::P3, Severity::P4, Severity::P5];
+    pub const ALL: [Severity; 5] = [
+        Severity::P1,
+        Severity::P2,
+        Severity::P3,
+        Severity::P4,
+        Severity::P5,
+    ];
 
     /// 1 for P1 through 5 for P5.
     pub fn rank(self) -> u8 {
@@ -73,7 +79,10 @@ impl FromStr for Severity {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let t = s.trim();
         let digits = t.strip_prefix(['P', 'p']).unwrap_or(t);
-        let first = digits.split(|c: char| !c.is_ascii_digit()).next().unwrap_or("");
+        let first = digits
+            .split(|c: char| !c.is_ascii_digit())
+            .next()
+            .unwrap_or("");
         first
             .parse::<u8>()
             .ok()

@@ -66,7 +66,13 @@ mod tests {
 
     #[test]
     fn rejects_what_is_not_a_sys_id() {
-        for bad in ["", "INC0010001", "9d385017c611228701d22104cc95c37", "9d385017c611228701d22104cc95c37z", "9d385017c611228701d22104cc95c371:x"] {
+        for bad in [
+            "",
+            "INC0010001",
+            "9d385017c611228701d22104cc95c37",
+            "9d385017c611228701d22104cc95c37z",
+            "9d385017c611228701d22104cc95c371:x",
+        ] {
             assert!(bad.parse::<TicketId>().is_err(), "{bad}");
         }
     }

@@ -7,7 +7,9 @@ use std::ops::{Add, AddAssign};
 use serde::{Deserialize, Serialize};
 
 /// A number of LLM tokens (prompt, completion, or a reservation of both).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
+)]
 #[serde(transparent)]
 pub struct Tokens(pub u64);
 
