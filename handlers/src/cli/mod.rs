@@ -1,0 +1,3 @@
+//! The `stormgate` command line's subcommands, one module each.
+
+pub mod simulate;
