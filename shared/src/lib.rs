@@ -12,6 +12,7 @@
 pub mod classifier;
 pub mod clock;
 pub mod dispatcher;
+pub mod duration_secs;
 pub mod event;
 pub mod extractive;
 pub mod governor;
@@ -30,5 +31,6 @@ pub mod store;
 pub mod summarize;
 pub mod summary;
 pub mod ticket_id;
+pub mod ticket_view;
 pub mod token_estimate;
 pub mod tokens;

@@ -1,1 +1,489 @@
 //! The embedded in-memory store: same semantics as Redis, no server needed.
+//!
+//! One mutex guards plain ordered maps and every operation takes it exactly once
+//! (never across an await), so each operation is atomic like its Redis script. The
+//! maps are ordered, and pending jobs are kept per (tier, severity) ordered by
+//! (arrival, job id) — the order a Redis sorted set gives members of equal score —
+//! so leases, reclaims and listings come out in the same deterministic order as in
+//! the Redis backend.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use super::{
+    AgingPolicy, DeadLetter, IngestOutcome, IngestRecord, Lease, LeasedGroup, QueueStats, Store,
+    StoreError,
+};
+use crate::clock::EpochMillis;
+use crate::job::{Job, JobId, SummaryKind, Tier};
+use crate::severity::Severity;
+use crate::summary::{PutOutcome, Summary, replaces};
+use crate::ticket_id::TicketId;
+
+/// The in-memory [`Store`]. Cheap to create; state lives as long as the value.
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    state: Mutex<State>,
+}
+
+impl MemoryStore {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // No operation panics while holding the lock, so a poisoned lock still guards
+        // consistent maps.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// (arrival or expiry in ms, job id text): the sorted-set entry of the Redis backend.
+type Entry = (u64, String);
+
+#[derive(Debug, Default)]
+struct State {
+    tickets: BTreeMap<TicketId, (u64, serde_json::Value)>,
+    summaries: BTreeMap<(TicketId, SummaryKind), Summary>,
+    jobs: BTreeMap<String, StoredJob>,
+    ticket_jobs: BTreeMap<TicketId, BTreeSet<String>>,
+    pending: BTreeMap<(Tier, Severity), BTreeSet<Entry>>,
+    coalesce: BTreeMap<(Tier, String), BTreeSet<Entry>>,
+    leased: BTreeMap<Tier, BTreeSet<Entry>>,
+    lease_seq: u64,
+    dead_letters: BTreeMap<u64, (String, DeadLetter)>,
+    dead_letter_seq: u64,
+    due_regions: BTreeSet<String>,
+}
+
+#[derive(Debug)]
+struct StoredJob {
+    job: Job,
+    lease: Option<HeldLease>,
+    /// Cancelled while leased: release and reclaim drop it instead of re-queueing.
+    cancelled: bool,
+}
+
+#[derive(Debug)]
+struct HeldLease {
+    token: String,
+    expires_at: EpochMillis,
+}
+
+/// The coalescing key, with an empty key meaning none (as in the Redis backend).
+fn coalesce_key(job: &Job) -> Option<&str> {
+    job.coalesce_key.as_deref().filter(|k| !k.is_empty())
+}
+
+fn arrival_entry(job: &Job, id: &str) -> Entry {
+    (job.enqueued_at.as_millis(), id.to_owned())
+}
+
+impl State {
+    fn ingest_one(&mut self, record: &IngestRecord) -> IngestOutcome {
+        match self.tickets.get(&record.ticket) {
+            Some((stored, _)) if *stored == record.version => return IngestOutcome::Duplicate,
+            Some((stored, _)) if *stored > record.version => return IngestOutcome::Stale,
+            _ => {}
+        }
+        self.tickets.insert(
+            record.ticket.clone(),
+            (record.version, record.snapshot.clone()),
+        );
+        self.put_summary(&record.instant_summary);
+        self.cancel(&record.ticket, record.version, &SummaryKind::ALL);
+        for job in &record.jobs {
+            if !(record.closed && job.id.kind == SummaryKind::Technician) {
+                self.enqueue(job);
+            }
+        }
+        if let Some(region) = &record.region {
+            self.due_regions.insert(region.clone());
+        }
+        IngestOutcome::Accepted
+    }
+
+    fn put_summary(&mut self, summary: &Summary) -> PutOutcome {
+        let key = (summary.ticket.clone(), summary.kind);
+        match self.summaries.get(&key) {
+            Some(current) if !replaces(summary, current) => PutOutcome::Superseded,
+            _ => {
+                self.summaries.insert(key, summary.clone());
+                PutOutcome::Stored
+            }
+        }
+    }
+
+    fn enqueue(&mut self, job: &Job) -> bool {
+        let id = job.id.to_string();
+        if self.jobs.contains_key(&id) {
+            return false;
+        }
+        self.ticket_jobs
+            .entry(job.id.ticket.clone())
+            .or_default()
+            .insert(id.clone());
+        self.jobs.insert(
+            id.clone(),
+            StoredJob {
+                job: job.clone(),
+                lease: None,
+                cancelled: false,
+            },
+        );
+        self.add_pending(job, &id);
+        true
+    }
+
+    fn add_pending(&mut self, job: &Job, id: &str) {
+        self.pending
+            .entry((job.tier, job.severity))
+            .or_default()
+            .insert(arrival_entry(job, id));
+        if let Some(key) = coalesce_key(job) {
+            self.coalesce
+                .entry((job.tier, key.to_owned()))
+                .or_default()
+                .insert(arrival_entry(job, id));
+        }
+    }
+
+    fn remove_pending(&mut self, job: &Job, id: &str) {
+        let entry = arrival_entry(job, id);
+        remove_entry(&mut self.pending, &(job.tier, job.severity), &entry);
+        if let Some(key) = coalesce_key(job) {
+            remove_entry(&mut self.coalesce, &(job.tier, key.to_owned()), &entry);
+        }
+    }
+
+    /// Forgets a job entirely; it must not be pending.
+    fn forget(&mut self, id: &str) {
+        let Some(stored) = self.jobs.remove(id) else {
+            return;
+        };
+        if let Some(lease) = &stored.lease {
+            remove_entry(
+                &mut self.leased,
+                &stored.job.tier,
+                &(lease.expires_at.as_millis(), id.to_owned()),
+            );
+        }
+        let ticket = &stored.job.id.ticket;
+        if let Some(ids) = self.ticket_jobs.get_mut(ticket) {
+            ids.remove(id);
+            if ids.is_empty() {
+                self.ticket_jobs.remove(ticket);
+            }
+        }
+    }
+
+    /// The pending job of `tier` to serve first: lowest (score, arrival, id).
+    fn best_pending(&self, tier: Tier, aging: &AgingPolicy) -> Option<String> {
+        Severity::ALL
+            .iter()
+            .filter_map(|&severity| {
+                let (enqueued_at, id) = self.pending.get(&(tier, severity))?.first()?;
+                let score = aging.effective_score(severity, EpochMillis(*enqueued_at));
+                Some((score, *enqueued_at, id))
+            })
+            .min()
+            .map(|(_, _, id)| id.clone())
+    }
+
+    fn group_for(&self, tier: Tier, leader: &str, max_group: usize) -> Vec<String> {
+        let mut group = vec![leader.to_owned()];
+        let key = self.jobs.get(leader).and_then(|s| coalesce_key(&s.job));
+        let Some(members) = key.and_then(|k| self.coalesce.get(&(tier, k.to_owned()))) else {
+            return group;
+        };
+        let followers = members
+            .iter()
+            .map(|(_, id)| id)
+            .filter(|id| id.as_str() != leader);
+        group.extend(followers.take(max_group.saturating_sub(1)).cloned());
+        group
+    }
+
+    fn lease(
+        &mut self,
+        tier: Tier,
+        now: EpochMillis,
+        lease_for: Duration,
+        max_group: usize,
+        aging: &AgingPolicy,
+    ) -> LeasedGroup {
+        let Some(leader) = self.best_pending(tier, aging) else {
+            return Vec::new();
+        };
+        let group = self.group_for(tier, &leader, max_group.max(1));
+        self.lease_seq += 1;
+        let expires_at = now.plus(lease_for);
+        let mut leases = Vec::with_capacity(group.len());
+        for (index, id) in group.iter().enumerate() {
+            let token = format!("{}.{}", self.lease_seq, index + 1);
+            if let Some(lease) = self.take_lease(id, token, expires_at) {
+                leases.push(lease);
+            }
+        }
+        leases
+    }
+
+    fn take_lease(&mut self, id: &str, token: String, expires_at: EpochMillis) -> Option<Lease> {
+        let job = self.jobs.get(id)?.job.clone();
+        self.remove_pending(&job, id);
+        self.leased
+            .entry(job.tier)
+            .or_default()
+            .insert((expires_at.as_millis(), id.to_owned()));
+        let stored = self.jobs.get_mut(id)?;
+        stored.lease = Some(HeldLease {
+            token: token.clone(),
+            expires_at,
+        });
+        Some(Lease {
+            job,
+            token,
+            expires_at,
+        })
+    }
+
+    /// The job id if `lease` is the lease currently held on it.
+    fn held(&self, lease: &Lease) -> Option<String> {
+        let id = lease.job.id.to_string();
+        let stored = self.jobs.get(&id)?;
+        let held = stored.lease.as_ref()?;
+        (held.token == lease.token).then_some(id)
+    }
+
+    fn ack(&mut self, lease: &Lease) -> bool {
+        let Some(id) = self.held(lease) else {
+            return false;
+        };
+        self.forget(&id);
+        true
+    }
+
+    fn release(&mut self, lease: &Lease, tier: Tier) -> bool {
+        let Some(id) = self.held(lease) else {
+            return false;
+        };
+        self.requeue(&id, Some(tier));
+        true
+    }
+
+    /// Ends the lease on `id` and queues the job again (in `tier` if given), or drops
+    /// it when it was cancelled meanwhile. True if it was queued again.
+    fn requeue(&mut self, id: &str, tier: Option<Tier>) -> bool {
+        let Some(stored) = self.jobs.get_mut(id) else {
+            return false;
+        };
+        if stored.cancelled {
+            self.forget(id);
+            return false;
+        }
+        let Some(lease) = stored.lease.take() else {
+            return false;
+        };
+        let old_tier = stored.job.tier;
+        if let Some(tier) = tier {
+            stored.job.tier = tier;
+        }
+        let job = stored.job.clone();
+        remove_entry(
+            &mut self.leased,
+            &old_tier,
+            &(lease.expires_at.as_millis(), id.to_owned()),
+        );
+        self.add_pending(&job, id);
+        true
+    }
+
+    fn reclaim_expired(&mut self, now: EpochMillis) -> u64 {
+        let expired: Vec<String> = self
+            .leased
+            .values()
+            .flat_map(|entries| entries.iter().take_while(|(at, _)| *at <= now.as_millis()))
+            .map(|(_, id)| id.clone())
+            .collect();
+        let requeued = expired.iter().filter(|id| self.requeue(id, None)).count();
+        u64::try_from(requeued).unwrap_or(u64::MAX)
+    }
+
+    fn cancel(&mut self, ticket: &TicketId, below_version: u64, kinds: &[SummaryKind]) -> u64 {
+        let Some(ids) = self.ticket_jobs.get(ticket) else {
+            return 0;
+        };
+        let targets: Vec<String> = ids
+            .iter()
+            .filter(|id| {
+                self.jobs.get(id.as_str()).is_some_and(|s| {
+                    s.job.id.version < below_version && kinds.contains(&s.job.id.kind)
+                })
+            })
+            .cloned()
+            .collect();
+        let mut removed = 0;
+        for id in targets {
+            let Some(stored) = self.jobs.get_mut(&id) else {
+                continue;
+            };
+            if stored.lease.is_some() {
+                stored.cancelled = true;
+                continue;
+            }
+            let job = stored.job.clone();
+            self.remove_pending(&job, &id);
+            self.forget(&id);
+            removed += 1;
+        }
+        removed
+    }
+
+    fn queue_stats(&self, tier: Tier) -> QueueStats {
+        let mut stats = QueueStats {
+            leased: self.leased.get(&tier).map_or(0, |e| e.len() as u64),
+            ..QueueStats::default()
+        };
+        for severity in Severity::ALL {
+            let Some(entries) = self.pending.get(&(tier, severity)) else {
+                continue;
+            };
+            let oldest = entries.first().map(|(at, _)| EpochMillis(*at));
+            stats.pending += entries.len() as u64;
+            stats.pending_by_severity[severity.index()] = entries.len() as u64;
+            stats.oldest_by_severity[severity.index()] = oldest;
+            stats.oldest_enqueued_at = match (stats.oldest_enqueued_at, oldest) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+        }
+        stats
+    }
+
+    fn dead_letter(&mut self, entry: &DeadLetter) -> String {
+        self.dead_letter_seq += 1;
+        let id = format!("{}-{}", entry.at.as_millis(), self.dead_letter_seq);
+        self.dead_letters
+            .insert(self.dead_letter_seq, (id.clone(), entry.clone()));
+        id
+    }
+
+    fn remove_dead_letter(&mut self, id: &str) -> bool {
+        let seq = self
+            .dead_letters
+            .iter()
+            .find(|(_, (stored, _))| stored == id)
+            .map(|(seq, _)| *seq);
+        seq.and_then(|seq| self.dead_letters.remove(&seq)).is_some()
+    }
+}
+
+/// Removes `entry` from the set under `key`, dropping the set when it empties (as
+/// Redis drops an empty sorted set), so iteration never meets empty sets.
+fn remove_entry<K: Ord + Clone>(sets: &mut BTreeMap<K, BTreeSet<Entry>>, key: &K, entry: &Entry) {
+    if let Some(set) = sets.get_mut(key) {
+        set.remove(entry);
+        if set.is_empty() {
+            sets.remove(key);
+        }
+    }
+}
+
+#[async_trait]
+impl Store for MemoryStore {
+    async fn ingest(&self, records: &[IngestRecord]) -> Result<Vec<IngestOutcome>, StoreError> {
+        let mut state = self.state();
+        Ok(records.iter().map(|r| state.ingest_one(r)).collect())
+    }
+
+    async fn ticket_snapshot(
+        &self,
+        ticket: &TicketId,
+    ) -> Result<Option<(u64, serde_json::Value)>, StoreError> {
+        Ok(self.state().tickets.get(ticket).cloned())
+    }
+
+    async fn enqueue(&self, jobs: &[Job]) -> Result<u64, StoreError> {
+        let mut state = self.state();
+        Ok(jobs.iter().filter(|job| state.enqueue(job)).count() as u64)
+    }
+
+    async fn put_summary(&self, summary: &Summary) -> Result<PutOutcome, StoreError> {
+        Ok(self.state().put_summary(summary))
+    }
+
+    async fn summary(
+        &self,
+        ticket: &TicketId,
+        kind: SummaryKind,
+    ) -> Result<Option<Summary>, StoreError> {
+        Ok(self.state().summaries.get(&(ticket.clone(), kind)).cloned())
+    }
+
+    async fn lease(
+        &self,
+        tier: Tier,
+        now: EpochMillis,
+        lease_for: Duration,
+        max_group: usize,
+        aging: AgingPolicy,
+    ) -> Result<LeasedGroup, StoreError> {
+        Ok(self.state().lease(tier, now, lease_for, max_group, &aging))
+    }
+
+    async fn ack(&self, lease: &Lease) -> Result<bool, StoreError> {
+        Ok(self.state().ack(lease))
+    }
+
+    async fn release(&self, lease: &Lease, tier: Tier) -> Result<bool, StoreError> {
+        Ok(self.state().release(lease, tier))
+    }
+
+    async fn reclaim_expired(&self, now: EpochMillis) -> Result<u64, StoreError> {
+        Ok(self.state().reclaim_expired(now))
+    }
+
+    async fn cancel(
+        &self,
+        ticket: &TicketId,
+        below_version: u64,
+        kinds: &[SummaryKind],
+    ) -> Result<u64, StoreError> {
+        Ok(self.state().cancel(ticket, below_version, kinds))
+    }
+
+    async fn queue_stats(&self, tier: Tier) -> Result<QueueStats, StoreError> {
+        Ok(self.state().queue_stats(tier))
+    }
+
+    async fn job_exists(&self, id: &JobId) -> Result<bool, StoreError> {
+        Ok(self.state().jobs.contains_key(&id.to_string()))
+    }
+
+    async fn dead_letter(&self, entry: &DeadLetter) -> Result<String, StoreError> {
+        Ok(self.state().dead_letter(entry))
+    }
+
+    async fn dead_letters(&self, limit: usize) -> Result<Vec<(String, DeadLetter)>, StoreError> {
+        Ok(self
+            .state()
+            .dead_letters
+            .values()
+            .take(limit)
+            .cloned()
+            .collect())
+    }
+
+    async fn remove_dead_letter(&self, id: &str) -> Result<bool, StoreError> {
+        Ok(self.state().remove_dead_letter(id))
+    }
+
+    async fn take_due_regions(&self) -> Result<Vec<String>, StoreError> {
+        Ok(std::mem::take(&mut self.state().due_regions)
+            .into_iter()
+            .collect())
+    }
+}

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::EpochMillis;
 use crate::job::{Job, JobId, SummaryKind, Tier};
+use crate::severity::Severity;
 use crate::summary::{PutOutcome, Summary};
 use crate::ticket_id::TicketId;
 
@@ -81,12 +82,48 @@ pub struct AgingPolicy {
     pub promote_every: Duration,
 }
 
+impl AgingPolicy {
+    /// The job's place in its queue: lowest is served first.
+    ///
+    /// `enqueued_at + (rank - 1) × promote_every`. Comparing two jobs, A (rank `a`,
+    /// enqueued `ta`) goes before B (rank `b`, enqueued `tb`) exactly when
+    /// `tb - ta > (a - b) × promote_every`: each `promote_every` A has waited longer
+    /// than B is worth one severity step. The score depends on nothing that changes
+    /// while a job waits, so the order of two pending jobs never flips and no
+    /// rescoring is ever needed. It also bounds waiting: a job is overtaken only by
+    /// jobs enqueued before `enqueued_at + (rank - 1) × promote_every`, so once the
+    /// jobs already ahead of it are drained, a P5 waits at most 4 × `promote_every`
+    /// longer than a P1 enqueued at the same instant. Equal scores go by arrival,
+    /// then by job id (see [`queue_order`]).
+    pub fn effective_score(&self, severity: Severity, enqueued_at: EpochMillis) -> u64 {
+        let step = u64::try_from(self.promote_every.as_millis()).unwrap_or(u64::MAX);
+        let steps = u64::from(severity.rank() - 1);
+        enqueued_at
+            .as_millis()
+            .saturating_add(step.saturating_mul(steps))
+    }
+}
+
+/// The total order both backends serve pending jobs in: effective score, then
+/// arrival, then the job id's text (Redis's own tie-break between equal scores).
+pub fn queue_order(aging: &AgingPolicy, job: &Job) -> (u64, EpochMillis, String) {
+    (
+        aging.effective_score(job.severity, job.enqueued_at),
+        job.enqueued_at,
+        job.id.to_string(),
+    )
+}
+
 /// Queue health, for gauges and for the storm lab's charts.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct QueueStats {
     pub pending: u64,
     pub leased: u64,
     pub oldest_enqueued_at: Option<EpochMillis>,
+    /// Pending jobs per severity, indexed by [`Severity::index`] (P1 first).
+    pub pending_by_severity: [u64; 5],
+    /// Oldest pending arrival per severity, indexed like `pending_by_severity`.
+    pub oldest_by_severity: [Option<EpochMillis>; 5],
 }
 
 /// A rejected event kept with everything needed to fix and re-submit it.
@@ -104,6 +141,13 @@ pub struct DeadLetter {
 #[async_trait]
 pub trait Store: Send + Sync + std::fmt::Debug {
     /// Applies each record atomically and independently; outcomes are in input order.
+    ///
+    /// Keyed on ticket + version: the same version again is `Duplicate`, an older one
+    /// `Stale`, and neither writes anything. An accepted record stores the snapshot,
+    /// stores the instant summary (unless a better one is stored, see
+    /// [`crate::summary::replaces`]), cancels every pending job of older versions,
+    /// queues its jobs (no technician job when the ticket is closed) and marks its
+    /// region's roll-up due.
     async fn ingest(&self, records: &[IngestRecord]) -> Result<Vec<IngestOutcome>, StoreError>;
 
     /// The latest snapshot stored for a ticket, with its version.
@@ -112,6 +156,10 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         ticket: &TicketId,
     ) -> Result<Option<(u64, serde_json::Value)>, StoreError>;
 
+    /// Queues jobs outside of ingest (roll-ups, re-submissions). Idempotent per job id:
+    /// a job already pending or leased is left alone. The count newly queued.
+    async fn enqueue(&self, jobs: &[Job]) -> Result<u64, StoreError>;
+
     async fn put_summary(&self, summary: &Summary) -> Result<PutOutcome, StoreError>;
     async fn summary(
         &self,
@@ -119,8 +167,11 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         kind: SummaryKind,
     ) -> Result<Option<Summary>, StoreError>;
 
-    /// Leases the job with the best effective priority in `tier`, plus up to
-    /// `max_group - 1` pending jobs sharing its coalescing key.
+    /// Leases the job with the best effective priority in `tier` (see
+    /// [`AgingPolicy::effective_score`]), plus up to `max_group - 1` pending jobs of that
+    /// tier sharing its coalescing key, longest waiting first (the key carries the
+    /// coalescing window). The best job comes first; `max_group` 0 counts as 1; an
+    /// empty queue gives an empty group. Each lease's job carries its current tier.
     async fn lease(
         &self,
         tier: Tier,
@@ -129,13 +180,20 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         max_group: usize,
         aging: AgingPolicy,
     ) -> Result<LeasedGroup, StoreError>;
-    /// Removes a leased job for good (its summary is stored). False if the lease was lost.
+    /// Removes a leased job for good (its summary is stored). False if the lease was lost
+    /// (reclaimed, acknowledged or released already); an expired lease not yet
+    /// reclaimed is still honoured.
     async fn ack(&self, lease: &Lease) -> Result<bool, StoreError>;
-    /// Puts a leased job back as pending in `tier` (the same tier to retry, the next to spill).
+    /// Puts a leased job back as pending in `tier` (the same tier to retry, the next to
+    /// spill), keeping its arrival time so it keeps its place. False if the lease was
+    /// lost. A job cancelled while leased is dropped instead of re-queued.
     async fn release(&self, lease: &Lease, tier: Tier) -> Result<bool, StoreError>;
-    /// Returns expired leases to their queues; the count reclaimed.
+    /// Returns leases expired at `now` (`expires_at <= now`) to their queues, with their
+    /// arrival time; the count re-queued. Jobs cancelled while leased are dropped.
     async fn reclaim_expired(&self, now: EpochMillis) -> Result<u64, StoreError>;
-    /// Removes pending jobs of a ticket older than `below_version` (superseded or closed).
+    /// Removes pending jobs of a ticket older than `below_version` whose kind is in
+    /// `kinds` (superseded or closed); the count removed. Such jobs that are leased are
+    /// marked so that release or reclaim drops them; their ack still succeeds.
     async fn cancel(
         &self,
         ticket: &TicketId,
@@ -143,9 +201,12 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         kinds: &[SummaryKind],
     ) -> Result<u64, StoreError>;
     async fn queue_stats(&self, tier: Tier) -> Result<QueueStats, StoreError>;
+    /// Whether the job is pending or leased.
     async fn job_exists(&self, id: &JobId) -> Result<bool, StoreError>;
 
+    /// Keeps a rejected event; its id.
     async fn dead_letter(&self, entry: &DeadLetter) -> Result<String, StoreError>;
+    /// The oldest `limit` dead letters, oldest first.
     async fn dead_letters(&self, limit: usize) -> Result<Vec<(String, DeadLetter)>, StoreError>;
     async fn remove_dead_letter(&self, id: &str) -> Result<bool, StoreError>;
 
