@@ -14,5 +14,6 @@ pub mod openai;
 pub mod redis_connector;
 pub mod secrets;
 pub mod servicenow;
+pub mod simulator_http;
 pub mod system_clock;
 pub mod telemetry;
