@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
 use stormgate_shared::clock::EpochMillis;
-use stormgate_shared::job::Tier;
+use stormgate_shared::job::{SummaryKind, Tier};
 use stormgate_shared::severity::Severity::{P1, P2};
 use stormgate_shared::store::redis::RedisStore;
 use stormgate_shared::store::{AgingPolicy, IngestOutcome, Store, StoreError};
@@ -164,4 +164,37 @@ async fn scripts_are_loaded_again_when_the_server_forgot_them() {
         .await
         .unwrap();
     assert_eq!(group[0].job.id.ticket, ticket(1));
+}
+
+#[tokio::test]
+async fn a_foreign_value_at_a_store_key_is_reported_corrupt_not_unavailable() {
+    let server = start();
+    let store = server.store("foreign").unwrap();
+    let mut admin = raw_connection(&server).await;
+    let ticket_key = format!("{{foreign}}:ticket:{}", ticket(1));
+    let summary_key = format!("{{foreign}}:summary:{}", ticket(2));
+    redis::cmd("SET")
+        .arg(&ticket_key)
+        .arg("not a hash")
+        .query_async::<()>(&mut admin)
+        .await
+        .unwrap();
+    redis::cmd("SET")
+        .arg(&summary_key)
+        .arg("not a hash")
+        .query_async::<()>(&mut admin)
+        .await
+        .unwrap();
+
+    let ingested = store.ingest(&[record(1, 1, vec![])]).await;
+    assert!(
+        matches!(ingested, Err(StoreError::Corrupt(_))),
+        "{ingested:?}"
+    );
+    let summary =
+        stormgate_shared::testing::fixtures::summary(2, 1, SummaryKind::Technician, Tier::Premium);
+    let put = store.put_summary(&summary).await;
+    assert!(matches!(put, Err(StoreError::Corrupt(_))), "{put:?}");
+    let read = store.summary(&ticket(2), SummaryKind::Technician).await;
+    assert!(matches!(read, Err(StoreError::Corrupt(_))), "{read:?}");
 }

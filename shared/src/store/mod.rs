@@ -30,9 +30,28 @@ pub enum StoreError {
 }
 
 impl From<::redis::RedisError> for StoreError {
+    /// Replies that cannot be decoded, values of the wrong type and failing scripts
+    /// are `Corrupt` (retrying cannot help); everything else — network, timeouts,
+    /// failover, loading, memory pressure, authentication — is `Unavailable`.
     fn from(e: ::redis::RedisError) -> Self {
-        StoreError::Unavailable(e.to_string())
+        let decode_failure = matches!(e.kind(), ::redis::ErrorKind::UnexpectedReturnType);
+        // A pipeline's error carries one server error per failed command.
+        let server_failure = e
+            .clone()
+            .into_server_errors()
+            .is_some_and(|errors| errors.iter().any(|(_, error)| is_data_error(error)));
+        if decode_failure || server_failure {
+            StoreError::Corrupt(e.to_string())
+        } else {
+            StoreError::Unavailable(e.to_string())
+        }
     }
+}
+
+/// A server error caused by what is stored or by a script, not by the server's state.
+fn is_data_error(error: &::redis::ServerError) -> bool {
+    let in_script = error.details().is_some_and(|d| d.contains("script"));
+    error.code() == "WRONGTYPE" || (error.code() == "ERR" && in_script)
 }
 
 /// Everything `classify` writes for one accepted ticket version, applied atomically:
