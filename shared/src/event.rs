@@ -1,1 +1,970 @@
 //! The ServiceNow incident event contract: raw Kafka value to a typed ticket or a typed rejection.
+//!
+//! Stream Connect publishes whatever the producer flow builds, so the contract is ours and is
+//! documented in `docs/ticket-events.md`. Parsing accepts what ServiceNow really sends
+//! (string-typed numbers, reference fields as plain strings, `{"link","value"}` objects or
+//! `{"display_value","value"}` objects, journal text or entry lists) and is total: any bytes
+//! yield a [`Ticket`] or an [`EventRejection`] naming the offending field, never a panic.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::clock::EpochMillis;
+use crate::severity::Severity;
+use crate::ticket_id::TicketId;
+
+/// The CDC headers the Stream Producer adds, passed in alongside the value.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CdcHeaders {
+    /// `insert`, `update` or `delete`.
+    pub action: Option<String>,
+    /// The source table; only `incident` is accepted when present.
+    pub table_name: Option<String>,
+}
+
+/// What the CDC producer says happened to the record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum CdcAction {
+    Insert,
+    #[default]
+    Update,
+    /// The record was deleted in ServiceNow: treated like a cancelled ticket.
+    Delete,
+}
+
+/// ServiceNow incident `state`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TicketState {
+    New,
+    InProgress,
+    OnHold,
+    Resolved,
+    Closed,
+    Canceled,
+}
+
+impl TicketState {
+    pub const ALL: [TicketState; 6] = [
+        TicketState::New,
+        TicketState::InProgress,
+        TicketState::OnHold,
+        TicketState::Resolved,
+        TicketState::Closed,
+        TicketState::Canceled,
+    ];
+
+    /// Resolved, closed and cancelled tickets need no further technician work.
+    pub fn is_closed(self) -> bool {
+        matches!(
+            self,
+            TicketState::Resolved | TicketState::Closed | TicketState::Canceled
+        )
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TicketState::New => "New",
+            TicketState::InProgress => "In Progress",
+            TicketState::OnHold => "On Hold",
+            TicketState::Resolved => "Resolved",
+            TicketState::Closed => "Closed",
+            TicketState::Canceled => "Canceled",
+        }
+    }
+
+    /// Accepts the numeric codes (1, 2, 3, 6, 7, 8) and the display names.
+    pub fn parse(s: &str) -> Option<TicketState> {
+        let t = s.trim();
+        let code = t.split(|c: char| !c.is_ascii_digit()).next().unwrap_or("");
+        match code {
+            "1" => return Some(TicketState::New),
+            "2" => return Some(TicketState::InProgress),
+            "3" => return Some(TicketState::OnHold),
+            "6" => return Some(TicketState::Resolved),
+            "7" => return Some(TicketState::Closed),
+            "8" => return Some(TicketState::Canceled),
+            "" => {}
+            _ => return None,
+        }
+        let lower = t.to_ascii_lowercase();
+        match lower.as_str() {
+            "new" => Some(TicketState::New),
+            "in progress" | "in_progress" | "active" => Some(TicketState::InProgress),
+            "on hold" | "on_hold" | "awaiting user info" | "awaiting problem"
+            | "awaiting vendor" | "awaiting evidence" => Some(TicketState::OnHold),
+            "resolved" => Some(TicketState::Resolved),
+            "closed" => Some(TicketState::Closed),
+            "canceled" | "cancelled" => Some(TicketState::Canceled),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for TicketState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// ServiceNow `impact` / `urgency`: 1 (high) to 3 (low).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Level {
+    High,
+    Medium,
+    Low,
+}
+
+impl Level {
+    pub const ALL: [Level; 3] = [Level::High, Level::Medium, Level::Low];
+
+    /// 1 for high through 3 for low.
+    pub fn rank(self) -> u8 {
+        match self {
+            Level::High => 1,
+            Level::Medium => 2,
+            Level::Low => 3,
+        }
+    }
+
+    /// Accepts `1`..`3` and display values such as `1 - High`.
+    pub fn parse(s: &str) -> Option<Level> {
+        let t = s.trim();
+        let code = t.split(|c: char| !c.is_ascii_digit()).next().unwrap_or("");
+        match code {
+            "1" => Some(Level::High),
+            "2" => Some(Level::Medium),
+            "3" => Some(Level::Low),
+            "" => match t.to_ascii_lowercase().as_str() {
+                "high" => Some(Level::High),
+                "medium" => Some(Level::Medium),
+                "low" => Some(Level::Low),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Level::High => "High",
+            Level::Medium => "Medium",
+            Level::Low => "Low",
+        }
+    }
+}
+
+/// ServiceNow's own priority matrix: priority = f(impact, urgency).
+pub fn priority_matrix(impact: Level, urgency: Level) -> Severity {
+    match impact.rank() + urgency.rank() {
+        2 => Severity::P1,
+        3 => Severity::P2,
+        4 => Severity::P3,
+        5 => Severity::P4,
+        _ => Severity::P5,
+    }
+}
+
+/// Where a log line came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LogSource {
+    WorkNote,
+    Comment,
+    /// Machine alarm/monitoring text (`u_alarm_log`, or entries without a journal kind).
+    Alarm,
+}
+
+/// One journal entry or alarm line block, oldest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogEntry {
+    pub at: Option<EpochMillis>,
+    pub author: Option<String>,
+    pub source: LogSource,
+    pub text: String,
+}
+
+/// A parsed incident version.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Ticket {
+    pub id: TicketId,
+    pub number: String,
+    /// `sys_mod_count`: the idempotency version.
+    pub version: u64,
+    pub action: CdcAction,
+    pub updated_at: Option<EpochMillis>,
+    pub opened_at: Option<EpochMillis>,
+    /// ServiceNow's priority (derived from impact × urgency when only those are sent).
+    pub severity: Severity,
+    pub impact: Option<Level>,
+    pub urgency: Option<Level>,
+    pub state: TicketState,
+    pub category: Option<String>,
+    pub subcategory: Option<String>,
+    pub symptom: Option<String>,
+    pub contact_type: Option<String>,
+    pub cmdb_ci: Option<String>,
+    pub location: Option<String>,
+    pub region: Option<String>,
+    pub assignment_group: Option<String>,
+    pub assigned_to: Option<String>,
+    pub caller: Option<String>,
+    pub short_description: String,
+    pub description: String,
+    pub log: Vec<LogEntry>,
+    pub customers_affected: Option<u64>,
+    /// Parent incident number or sys_id, when this ticket is a child of an outage.
+    pub parent: Option<String>,
+}
+
+impl Ticket {
+    /// Closed for work purposes: resolved, closed, cancelled, or deleted upstream.
+    pub fn is_closed(&self) -> bool {
+        self.state.is_closed() || self.action == CdcAction::Delete
+    }
+
+    /// Every log line, oldest entry first, in the order they were written.
+    pub fn log_lines(&self) -> impl Iterator<Item = &str> {
+        self.log.iter().flat_map(|e| e.text.lines())
+    }
+
+    /// People named by the ticket (assignee, caller, journal authors): never shown to customers.
+    pub fn people(&self) -> Vec<&str> {
+        let mut out: Vec<&str> = [self.assigned_to.as_deref(), self.caller.as_deref()]
+            .into_iter()
+            .flatten()
+            .collect();
+        out.extend(self.log.iter().filter_map(|e| e.author.as_deref()));
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+}
+
+/// Why an event was not accepted. Every variant names what to fix.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EventRejection {
+    #[error("event of {size} bytes exceeds the {limit}-byte limit")]
+    TooLarge { size: usize, limit: usize },
+    #[error("event is not UTF-8 text")]
+    NotUtf8,
+    #[error("event is not JSON: {0}")]
+    NotJson(String),
+    #[error("event is not a JSON object (found {0})")]
+    NotAnObject(&'static str),
+    #[error("event is for table {0:?}, not incident")]
+    WrongTable(String),
+    #[error("unknown CDC action {0:?}")]
+    UnknownAction(String),
+    #[error("required field `{0}` is missing or empty")]
+    MissingField(&'static str),
+    #[error("field `{field}` has the wrong type: expected {expected}, found {found}")]
+    WrongType {
+        field: &'static str,
+        expected: &'static str,
+        found: &'static str,
+    },
+    #[error("field `{field}` has an invalid value {value:?}: expected {expected}")]
+    InvalidValue {
+        field: &'static str,
+        value: String,
+        expected: &'static str,
+    },
+}
+
+/// Limits applied before parsing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ParseLimits {
+    pub max_event_bytes: usize,
+}
+
+impl Default for ParseLimits {
+    fn default() -> Self {
+        ParseLimits {
+            max_event_bytes: 2 * 1024 * 1024,
+        }
+    }
+}
+
+/// Parses one Kafka value (with its CDC headers) into a ticket.
+pub fn parse_event(
+    value: &[u8],
+    headers: &CdcHeaders,
+    limits: ParseLimits,
+) -> Result<Ticket, EventRejection> {
+    if value.len() > limits.max_event_bytes {
+        return Err(EventRejection::TooLarge {
+            size: value.len(),
+            limit: limits.max_event_bytes,
+        });
+    }
+    let text = std::str::from_utf8(value).map_err(|_| EventRejection::NotUtf8)?;
+    let json: Value =
+        serde_json::from_str(text).map_err(|e| EventRejection::NotJson(e.to_string()))?;
+    let Value::Object(record) = json else {
+        return Err(EventRejection::NotAnObject(json_type(&json)));
+    };
+    parse_record(&record, headers)
+}
+
+/// Parses an already-decoded incident record.
+pub fn parse_record(
+    record: &Map<String, Value>,
+    headers: &CdcHeaders,
+) -> Result<Ticket, EventRejection> {
+    if let Some(table) = headers
+        .table_name
+        .as_deref()
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        && table != "incident"
+    {
+        return Err(EventRejection::WrongTable(table.to_owned()));
+    }
+    let action = parse_action(headers.action.as_deref())?;
+    let fields = Fields(record);
+
+    let id = fields.required_code("sys_id")?;
+    let id: TicketId = id.parse().map_err(|_| EventRejection::InvalidValue {
+        field: "sys_id",
+        value: clip(&id),
+        expected: "32 hexadecimal characters",
+    })?;
+    let number = fields.required_code("number")?;
+    let version = parse_u64("sys_mod_count", &fields.required_code("sys_mod_count")?)?;
+    let state = fields.required_code("state")?;
+    let state = TicketState::parse(&state).ok_or_else(|| EventRejection::InvalidValue {
+        field: "state",
+        value: clip(&state),
+        expected: "a ServiceNow incident state (1, 2, 3, 6, 7, 8 or its name)",
+    })?;
+    let impact = fields
+        .optional_code("impact")?
+        .map(|v| parse_level("impact", &v))
+        .transpose()?;
+    let urgency = fields
+        .optional_code("urgency")?
+        .map(|v| parse_level("urgency", &v))
+        .transpose()?;
+    let severity = match fields.optional_code("priority")? {
+        Some(p) => p
+            .parse::<Severity>()
+            .map_err(|_| EventRejection::InvalidValue {
+                field: "priority",
+                value: clip(&p),
+                expected: "1-5 or a display value such as \"1 - Critical\"",
+            })?,
+        None => match (impact, urgency) {
+            (Some(i), Some(u)) => priority_matrix(i, u),
+            _ => return Err(EventRejection::MissingField("priority")),
+        },
+    };
+
+    Ok(Ticket {
+        id,
+        number,
+        version,
+        action,
+        updated_at: fields
+            .optional_code("sys_updated_on")?
+            .map(|v| parse_time("sys_updated_on", &v))
+            .transpose()?,
+        opened_at: fields
+            .optional_code("opened_at")?
+            .map(|v| parse_time("opened_at", &v))
+            .transpose()?,
+        severity,
+        impact,
+        urgency,
+        state,
+        category: fields.optional_text("category")?,
+        subcategory: fields.optional_text("subcategory")?,
+        symptom: fields.optional_text("u_symptom")?,
+        contact_type: fields.optional_text("contact_type")?,
+        cmdb_ci: fields.optional_text("cmdb_ci")?,
+        location: fields.optional_text("location")?,
+        region: fields.first_text(&["u_region", "region"])?,
+        assignment_group: fields.optional_text("assignment_group")?,
+        assigned_to: fields.optional_text("assigned_to")?,
+        caller: fields.optional_text("caller_id")?,
+        short_description: fields
+            .optional_text("short_description")?
+            .unwrap_or_default(),
+        description: fields.optional_text("description")?.unwrap_or_default(),
+        log: parse_log(&fields)?,
+        customers_affected: match fields
+            .first_code(&["u_customers_affected", "customers_affected"])?
+        {
+            Some((field, v)) => Some(parse_u64(field, &v)?),
+            None => None,
+        },
+        parent: fields.first_text(&["parent_incident", "parent"])?,
+    })
+}
+
+fn parse_action(action: Option<&str>) -> Result<CdcAction, EventRejection> {
+    match action.map(|a| a.trim().to_ascii_lowercase()).as_deref() {
+        None | Some("") | Some("update") => Ok(CdcAction::Update),
+        Some("insert") | Some("create") => Ok(CdcAction::Insert),
+        Some("delete") => Ok(CdcAction::Delete),
+        Some(other) => Err(EventRejection::UnknownAction(clip(other))),
+    }
+}
+
+/// Field access with ServiceNow's three spellings of a value.
+struct Fields<'a>(&'a Map<String, Value>);
+
+/// Which half of a `{"display_value","value"}` pair a field wants.
+#[derive(Clone, Copy)]
+enum Prefer {
+    /// Codes and counts: the stored value (`"1"`, not `"1 - Critical"`).
+    Value,
+    /// Names and text: what a human sees (`"Network Operations"`, not a sys_id).
+    Display,
+}
+
+impl Fields<'_> {
+    fn scalar(
+        &self,
+        field: &'static str,
+        prefer: Prefer,
+    ) -> Result<Option<String>, EventRejection> {
+        let Some(v) = self.0.get(field) else {
+            return Ok(None);
+        };
+        let s = scalar_of(field, v, prefer)?;
+        Ok(s.map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()))
+    }
+
+    fn required_code(&self, field: &'static str) -> Result<String, EventRejection> {
+        self.scalar(field, Prefer::Value)?
+            .ok_or(EventRejection::MissingField(field))
+    }
+
+    fn optional_code(&self, field: &'static str) -> Result<Option<String>, EventRejection> {
+        self.scalar(field, Prefer::Value)
+    }
+
+    fn optional_text(&self, field: &'static str) -> Result<Option<String>, EventRejection> {
+        self.scalar(field, Prefer::Display)
+    }
+
+    fn first_text(&self, names: &[&'static str]) -> Result<Option<String>, EventRejection> {
+        for &name in names {
+            if let Some(v) = self.optional_text(name)? {
+                return Ok(Some(v));
+            }
+        }
+        Ok(None)
+    }
+
+    fn first_code(
+        &self,
+        names: &[&'static str],
+    ) -> Result<Option<(&'static str, String)>, EventRejection> {
+        for &name in names {
+            if let Some(v) = self.optional_code(name)? {
+                return Ok(Some((name, v)));
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// A field's scalar text: a string, a number, a bool, a reference object or a display-value object.
+fn scalar_of(
+    field: &'static str,
+    v: &Value,
+    prefer: Prefer,
+) -> Result<Option<String>, EventRejection> {
+    match v {
+        Value::Null => Ok(None),
+        Value::String(s) => Ok(Some(s.clone())),
+        Value::Number(n) => Ok(Some(n.to_string())),
+        Value::Bool(b) => Ok(Some(b.to_string())),
+        Value::Object(o) => {
+            let pick = |k: &str| match o.get(k) {
+                Some(Value::String(s)) if !s.trim().is_empty() => Some(s.clone()),
+                Some(Value::Number(n)) => Some(n.to_string()),
+                _ => None,
+            };
+            let chosen = match prefer {
+                Prefer::Display => pick("display_value").or_else(|| pick("value")),
+                Prefer::Value => pick("value").or_else(|| pick("display_value")),
+            };
+            if chosen.is_some()
+                || ["value", "display_value", "link"]
+                    .iter()
+                    .any(|k| o.contains_key(*k))
+            {
+                Ok(chosen)
+            } else {
+                Err(EventRejection::WrongType {
+                    field,
+                    expected: "a string or a {\"value\"} / {\"display_value\"} object",
+                    found: "object without value",
+                })
+            }
+        }
+        Value::Array(_) => Err(EventRejection::WrongType {
+            field,
+            expected: "a string",
+            found: "array",
+        }),
+    }
+}
+
+fn parse_u64(field: &'static str, s: &str) -> Result<u64, EventRejection> {
+    let t = s.trim();
+    // ServiceNow sometimes formats counts with thousands separators in display values.
+    let digits: String = t.chars().filter(|c| *c != ',').collect();
+    digits
+        .parse::<u64>()
+        .map_err(|_| EventRejection::InvalidValue {
+            field,
+            value: clip(s),
+            expected: "a non-negative integer",
+        })
+}
+
+fn parse_level(field: &'static str, s: &str) -> Result<Level, EventRejection> {
+    Level::parse(s).ok_or_else(|| EventRejection::InvalidValue {
+        field,
+        value: clip(s),
+        expected: "1-3 (high to low)",
+    })
+}
+
+/// `YYYY-MM-DD HH:MM:SS` in UTC (ServiceNow's format) or an RFC 3339 timestamp.
+fn parse_time(field: &'static str, s: &str) -> Result<EpochMillis, EventRejection> {
+    parse_servicenow_time(s).ok_or_else(|| EventRejection::InvalidValue {
+        field,
+        value: clip(s),
+        expected: "\"YYYY-MM-DD HH:MM:SS\" (UTC) or RFC 3339",
+    })
+}
+
+/// Parses ServiceNow's UTC time format (or RFC 3339); `None` for anything else or before 1970.
+pub fn parse_servicenow_time(s: &str) -> Option<EpochMillis> {
+    let t = s.trim();
+    let ts = match t.parse::<jiff::Timestamp>() {
+        Ok(ts) => ts,
+        Err(_) => t
+            .parse::<jiff::civil::DateTime>()
+            .ok()?
+            .to_zoned(jiff::tz::TimeZone::UTC)
+            .ok()?
+            .timestamp(),
+    };
+    u64::try_from(ts.as_millisecond()).ok().map(EpochMillis)
+}
+
+fn parse_log(fields: &Fields<'_>) -> Result<Vec<LogEntry>, EventRejection> {
+    let mut entries = Vec::new();
+    for (field, source) in [
+        ("log_entries", LogSource::Alarm),
+        ("u_alarm_log", LogSource::Alarm),
+        ("work_notes", LogSource::WorkNote),
+        ("comments", LogSource::Comment),
+    ] {
+        let Some(v) = fields.0.get(field) else {
+            continue;
+        };
+        match v {
+            Value::Null => {}
+            Value::String(s) if source == LogSource::Alarm => push_text(&mut entries, s, source),
+            Value::String(s) => entries.extend(parse_journal(s, source)),
+            Value::Array(items) => {
+                for item in items {
+                    entries.push(parse_log_item(field, item, source)?);
+                }
+            }
+            Value::Object(_) => {
+                if let Some(s) = scalar_of(field, v, Prefer::Display)? {
+                    entries.extend(parse_journal(&s, source));
+                }
+            }
+            other => {
+                return Err(EventRejection::WrongType {
+                    field,
+                    expected: "a string or a list of entries",
+                    found: json_type(other),
+                });
+            }
+        }
+    }
+    // Entries arrive from several fields; a stable sort by time interleaves them. Undated
+    // entries (alarm dumps) sort first, keeping their relative order.
+    entries.sort_by_key(|e| e.at.unwrap_or(EpochMillis::ZERO));
+    Ok(entries)
+}
+
+fn push_text(entries: &mut Vec<LogEntry>, text: &str, source: LogSource) {
+    if !text.trim().is_empty() {
+        entries.push(LogEntry {
+            at: None,
+            author: None,
+            source,
+            text: text.to_owned(),
+        });
+    }
+}
+
+fn parse_log_item(
+    field: &'static str,
+    item: &Value,
+    default_source: LogSource,
+) -> Result<LogEntry, EventRejection> {
+    match item {
+        Value::String(s) => Ok(LogEntry {
+            at: None,
+            author: None,
+            source: default_source,
+            text: s.clone(),
+        }),
+        Value::Object(o) => {
+            let text = ["text", "value", "message"]
+                .iter()
+                .find_map(|k| o.get(*k).and_then(Value::as_str))
+                .ok_or(EventRejection::WrongType {
+                    field,
+                    expected: "entries with a `text` string",
+                    found: "entry without text",
+                })?;
+            let at = ["at", "sys_created_on", "timestamp"]
+                .iter()
+                .find_map(|k| o.get(*k).and_then(Value::as_str))
+                .and_then(parse_servicenow_time);
+            let author = ["author", "sys_created_by"]
+                .iter()
+                .find_map(|k| o.get(*k).and_then(Value::as_str))
+                .map(str::to_owned)
+                .filter(|a| !a.trim().is_empty());
+            let source = match o.get("element").and_then(Value::as_str) {
+                Some("work_notes") => LogSource::WorkNote,
+                Some("comments") => LogSource::Comment,
+                _ => default_source,
+            };
+            Ok(LogEntry {
+                at,
+                author,
+                source,
+                text: text.to_owned(),
+            })
+        }
+        other => Err(EventRejection::WrongType {
+            field,
+            expected: "entries that are strings or objects",
+            found: json_type(other),
+        }),
+    }
+}
+
+/// Splits ServiceNow journal text (`YYYY-MM-DD HH:MM:SS - Name (Work notes)\ntext\n\n...`,
+/// newest first) into entries, oldest first. Text without headers is one undated entry.
+pub fn parse_journal(text: &str, source: LogSource) -> Vec<LogEntry> {
+    let mut entries: Vec<LogEntry> = Vec::new();
+    let mut current: Option<LogEntry> = None;
+    let mut preamble = String::new();
+    for line in text.lines() {
+        if let Some((at, author)) = journal_header(line) {
+            if let Some(done) = current.take() {
+                entries.push(done);
+            }
+            current = Some(LogEntry {
+                at: Some(at),
+                author,
+                source,
+                text: String::new(),
+            });
+        } else if let Some(entry) = current.as_mut() {
+            append_line(&mut entry.text, line);
+        } else {
+            append_line(&mut preamble, line);
+        }
+    }
+    entries.extend(current);
+    for e in &mut entries {
+        e.text.truncate(e.text.trim_end().len());
+    }
+    entries.retain(|e| !e.text.is_empty());
+    entries.reverse();
+    if !preamble.trim().is_empty() {
+        entries.insert(
+            0,
+            LogEntry {
+                at: None,
+                author: None,
+                source,
+                text: preamble.trim_end().to_owned(),
+            },
+        );
+    }
+    entries
+}
+
+fn append_line(buf: &mut String, line: &str) {
+    if !buf.is_empty() {
+        buf.push('\n');
+    }
+    buf.push_str(line);
+}
+
+/// `2026-11-29 10:00:00 - Jane Doe (Work notes)` → (time, author).
+fn journal_header(line: &str) -> Option<(EpochMillis, Option<String>)> {
+    let ts = line.get(..19)?;
+    let rest = line.get(19..)?.strip_prefix(" - ")?;
+    let at = parse_servicenow_time(ts)?;
+    let rest = rest.trim_end();
+    let author = match rest.rfind(" (") {
+        Some(i) if rest.ends_with(')') => &rest[..i],
+        _ => rest,
+    };
+    let author = author.trim();
+    Some((at, (!author.is_empty()).then(|| author.to_owned())))
+}
+
+fn json_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// Values quoted in rejections are clipped: a rejection reason must stay small.
+fn clip(s: &str) -> String {
+    s.chars().take(80).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const SYS_ID: &str = "9d385017c611228701d22104cc95c371";
+
+    fn minimal() -> Value {
+        serde_json::json!({
+            "sys_id": SYS_ID, "number": "INC0012345", "sys_mod_count": "4",
+            "priority": "2", "state": "2", "short_description": "Fibre cut"
+        })
+    }
+
+    fn parse(v: &Value) -> Result<Ticket, EventRejection> {
+        parse_event(
+            v.to_string().as_bytes(),
+            &CdcHeaders::default(),
+            ParseLimits::default(),
+        )
+    }
+
+    #[test]
+    fn parses_string_typed_numbers_and_codes() {
+        let t = parse(&minimal()).unwrap();
+        assert_eq!(t.version, 4);
+        assert_eq!(t.severity, Severity::P2);
+        assert_eq!(t.state, TicketState::InProgress);
+        assert_eq!(t.number, "INC0012345");
+    }
+
+    #[test]
+    fn accepts_reference_and_display_value_objects() {
+        let mut v = minimal();
+        v["assignment_group"] = serde_json::json!({"link": "https://x.service-now.com/api/now/table/sys_user_group/abc", "value": "abc"});
+        v["priority"] = serde_json::json!({"display_value": "1 - Critical", "value": "1"});
+        v["cmdb_ci"] =
+            serde_json::json!({"display_value": "lon-pe-01", "value": "0123", "link": "x"});
+        v["u_customers_affected"] = serde_json::json!(1200);
+        let t = parse(&v).unwrap();
+        assert_eq!(t.assignment_group.as_deref(), Some("abc"));
+        assert_eq!(t.severity, Severity::P1);
+        assert_eq!(t.cmdb_ci.as_deref(), Some("lon-pe-01"));
+        assert_eq!(t.customers_affected, Some(1200));
+    }
+
+    #[test]
+    fn derives_priority_from_impact_and_urgency_when_absent() {
+        let mut v = minimal();
+        v.as_object_mut().unwrap().remove("priority");
+        v["impact"] = "1".into();
+        v["urgency"] = "2 - Medium".into();
+        assert_eq!(parse(&v).unwrap().severity, Severity::P2);
+    }
+
+    #[test]
+    fn missing_required_field_is_named() {
+        for field in ["sys_id", "number", "sys_mod_count", "state"] {
+            let mut v = minimal();
+            v.as_object_mut().unwrap().remove(field);
+            assert_eq!(
+                parse(&v),
+                Err(EventRejection::MissingField(field)),
+                "{field}"
+            );
+        }
+    }
+
+    #[test]
+    fn wrong_types_and_values_name_the_field() {
+        let mut v = minimal();
+        v["sys_mod_count"] = "four".into();
+        assert!(matches!(
+            parse(&v),
+            Err(EventRejection::InvalidValue {
+                field: "sys_mod_count",
+                ..
+            })
+        ));
+        let mut v = minimal();
+        v["number"] = serde_json::json!([1, 2]);
+        assert!(matches!(
+            parse(&v),
+            Err(EventRejection::WrongType {
+                field: "number",
+                ..
+            })
+        ));
+        let mut v = minimal();
+        v["state"] = "5".into();
+        assert!(matches!(
+            parse(&v),
+            Err(EventRejection::InvalidValue { field: "state", .. })
+        ));
+    }
+
+    #[test]
+    fn unknown_fields_are_ignored() {
+        let mut v = minimal();
+        v["x_custom_thing"] = serde_json::json!({"deep": [1, 2, {"z": null}]});
+        assert!(parse(&v).is_ok());
+    }
+
+    #[test]
+    fn other_tables_and_actions_are_rejected_by_header() {
+        let bytes = minimal().to_string();
+        let h = CdcHeaders {
+            action: Some("update".into()),
+            table_name: Some("change_request".into()),
+        };
+        assert_eq!(
+            parse_event(bytes.as_bytes(), &h, ParseLimits::default()),
+            Err(EventRejection::WrongTable("change_request".into()))
+        );
+        let h = CdcHeaders {
+            action: Some("delete".into()),
+            table_name: Some("incident".into()),
+        };
+        let t = parse_event(bytes.as_bytes(), &h, ParseLimits::default()).unwrap();
+        assert!(t.is_closed());
+    }
+
+    #[test]
+    fn journal_text_becomes_entries_oldest_first() {
+        let mut v = minimal();
+        v["work_notes"] = "2026-11-29 10:05:00 - Jane Doe (Work notes)\nDispatched field tech.\n\n2026-11-29 10:00:00 - Sam Roe (Work notes)\nLOS on ge-0/0/1\nsecond line\n\n".into();
+        let t = parse(&v).unwrap();
+        assert_eq!(t.log.len(), 2);
+        assert_eq!(t.log[0].author.as_deref(), Some("Sam Roe"));
+        assert_eq!(t.log[0].text, "LOS on ge-0/0/1\nsecond line");
+        assert_eq!(t.log[1].text, "Dispatched field tech.");
+        assert!(t.log[0].at < t.log[1].at);
+        assert_eq!(t.people(), vec!["Jane Doe", "Sam Roe"]);
+    }
+
+    #[test]
+    fn oversized_and_non_object_values_are_rejected() {
+        let limits = ParseLimits {
+            max_event_bytes: 10,
+        };
+        assert!(matches!(
+            parse_event(&[b' '; 11], &CdcHeaders::default(), limits),
+            Err(EventRejection::TooLarge { .. })
+        ));
+        assert_eq!(
+            parse_event(b"[1]", &CdcHeaders::default(), ParseLimits::default()),
+            Err(EventRejection::NotAnObject("array"))
+        );
+        assert_eq!(
+            parse_event(
+                &[0xff, 0xfe],
+                &CdcHeaders::default(),
+                ParseLimits::default()
+            ),
+            Err(EventRejection::NotUtf8)
+        );
+    }
+
+    fn arb_json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            ".{0,12}".prop_map(Value::String),
+            prop::sample::select(vec!["1", "2", "7", SYS_ID, "2026-11-29 10:00:00", "INC1"])
+                .prop_map(|s| Value::String(s.into())),
+        ];
+        leaf.prop_recursive(3, 24, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                prop::collection::btree_map(
+                    prop::sample::select(vec![
+                        "sys_id",
+                        "number",
+                        "sys_mod_count",
+                        "priority",
+                        "state",
+                        "impact",
+                        "urgency",
+                        "work_notes",
+                        "log_entries",
+                        "u_customers_affected",
+                        "value",
+                        "display_value",
+                        "link",
+                        "text",
+                        "at",
+                        "sys_updated_on",
+                        "parent",
+                        "u_region",
+                    ]),
+                    inner,
+                    0..10,
+                )
+                .prop_map(|m| Value::Object(
+                    m.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()
+                )),
+            ]
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
+            let _ = parse_event(&bytes, &CdcHeaders::default(), ParseLimits::default());
+        }
+
+        #[test]
+        fn arbitrary_json_never_panics(v in arb_json(), action in prop::option::of(".{0,8}")) {
+            let h = CdcHeaders { action, table_name: None };
+            let _ = parse_event(v.to_string().as_bytes(), &h, ParseLimits::default());
+        }
+
+        #[test]
+        fn arbitrary_field_values_on_a_valid_record_never_panic(field in prop::sample::select(vec![
+            "sys_id", "number", "sys_mod_count", "priority", "state", "impact", "urgency", "work_notes",
+            "log_entries", "u_customers_affected", "sys_updated_on", "parent",
+        ]), value in arb_json()) {
+            let mut v = minimal();
+            v[field] = value;
+            let _ = parse(&v);
+        }
+    }
+}

@@ -1,1 +1,367 @@
-//! Bounds ticket logs before anything expensive: collapse repeated alarms, keep head and tail, cap bytes.
+//! Bounds a ticket log before anything expensive sees it: repeated alarm lines collapse into
+//! one line with a count, the head and tail are kept, and a hard byte cap holds.
+//!
+//! During a storm the same alarm repeats hundreds of times with only a timestamp, counter or
+//! interface number changed, so lines are compared after replacing every digit run with `#`.
+//! Everything is one pass plus a hash map: linear in the log's size.
+
+use std::collections::HashMap;
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+
+use serde::{Deserialize, Serialize};
+
+/// How much of a log survives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BoundingLimits {
+    /// Hard cap on the rendered log, in bytes.
+    pub max_bytes: usize,
+    /// Share of `max_bytes` given to the oldest lines (the rest goes to the newest), in percent.
+    pub head_percent: u8,
+}
+
+impl Default for BoundingLimits {
+    fn default() -> Self {
+        BoundingLimits {
+            max_bytes: 6 * 1024,
+            head_percent: 35,
+        }
+    }
+}
+
+/// One distinct line and how often it (or a line differing only in numbers) occurred.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BoundedLine {
+    pub text: String,
+    pub occurrences: u32,
+}
+
+/// What bounding did, for the summary's metadata.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BoundingReport {
+    pub bytes_in: usize,
+    pub bytes_out: usize,
+    pub lines_in: usize,
+    pub lines_out: usize,
+    /// Distinct lines dropped from the middle to fit the cap.
+    pub lines_dropped: usize,
+    /// Occurrences folded into an earlier line's count.
+    pub repeats_collapsed: usize,
+    /// True when the collapsed log still exceeded the byte cap, so lines were omitted or cut.
+    pub capped: bool,
+}
+
+/// A log after bounding: head lines, an omission marker position, tail lines.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BoundedLog {
+    pub head: Vec<BoundedLine>,
+    /// Distinct lines omitted between head and tail.
+    pub omitted: usize,
+    pub tail: Vec<BoundedLine>,
+    pub report: BoundingReport,
+}
+
+impl BoundedLog {
+    /// Kept lines in order (head then tail).
+    pub fn lines(&self) -> impl Iterator<Item = &BoundedLine> {
+        self.head.iter().chain(self.tail.iter())
+    }
+
+    /// The text a prompt or a reader sees; never longer than the limit it was bounded with.
+    pub fn render(&self) -> String {
+        let mut out = String::with_capacity(self.report.bytes_out);
+        for line in &self.head {
+            render_line(&mut out, line);
+        }
+        if self.omitted > 0 {
+            out.push_str(&omission_marker(self.omitted));
+        }
+        for line in &self.tail {
+            render_line(&mut out, line);
+        }
+        out
+    }
+}
+
+fn render_line(out: &mut String, line: &BoundedLine) {
+    out.push_str(&line.text);
+    if line.occurrences > 1 {
+        out.push_str(&format!(" [x{}]", line.occurrences));
+    }
+    out.push('\n');
+}
+
+fn rendered_len(line: &BoundedLine) -> usize {
+    let suffix = if line.occurrences > 1 {
+        4 + decimal_digits(line.occurrences)
+    } else {
+        0
+    };
+    line.text.len() + suffix + 1
+}
+
+fn decimal_digits(n: u32) -> usize {
+    n.checked_ilog10().map_or(1, |d| d as usize + 1)
+}
+
+fn omission_marker(n: usize) -> String {
+    format!("[... {n} lines omitted ...]\n")
+}
+
+/// Compare lines with digit runs replaced by `#` and whitespace runs by one space.
+fn normalised(line: &str) -> impl Iterator<Item = char> + '_ {
+    let mut prev: Option<char> = None;
+    line.trim().chars().filter_map(move |c| {
+        let class = if c.is_ascii_digit() {
+            '#'
+        } else if c.is_whitespace() {
+            ' '
+        } else {
+            c
+        };
+        let repeat = prev == Some(class) && (class == '#' || class == ' ');
+        prev = Some(class);
+        (!repeat).then_some(class)
+    })
+}
+
+fn normalised_hash(line: &str) -> u64 {
+    let mut h = DefaultHasher::new();
+    for c in normalised(line) {
+        c.hash(&mut h);
+    }
+    h.finish()
+}
+
+/// Collapses repeats, then keeps head and tail within `limits.max_bytes`.
+pub fn bound_lines<'a>(
+    lines: impl IntoIterator<Item = &'a str>,
+    limits: BoundingLimits,
+) -> BoundedLog {
+    let mut report = BoundingReport::default();
+    let mut distinct: Vec<(&'a str, u32)> = Vec::new();
+    // Hash of the normalised line → indices of distinct lines with that hash (collisions are
+    // resolved by comparing normalised forms, so distinct alarms never merge).
+    let mut seen: HashMap<u64, Vec<usize>> = HashMap::new();
+    for line in lines {
+        report.bytes_in += line.len() + 1;
+        report.lines_in += 1;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let bucket = seen.entry(normalised_hash(line)).or_default();
+        match bucket
+            .iter()
+            .find(|&&i| normalised(distinct[i].0).eq(normalised(line)))
+        {
+            Some(&i) => {
+                distinct[i].1 = distinct[i].1.saturating_add(1);
+                report.repeats_collapsed += 1;
+            }
+            None => {
+                bucket.push(distinct.len());
+                distinct.push((line, 1));
+            }
+        }
+    }
+    let lines: Vec<BoundedLine> = distinct
+        .into_iter()
+        .map(|(text, occurrences)| BoundedLine {
+            text: text.trim_end().to_owned(),
+            occurrences,
+        })
+        .collect();
+    fit(lines, limits, report)
+}
+
+/// Bounds a whole text (split into lines).
+pub fn bound_text(text: &str, limits: BoundingLimits) -> BoundedLog {
+    bound_lines(text.lines(), limits)
+}
+
+fn fit(
+    mut lines: Vec<BoundedLine>,
+    limits: BoundingLimits,
+    mut report: BoundingReport,
+) -> BoundedLog {
+    let total: usize = lines.iter().map(rendered_len).sum();
+    if total <= limits.max_bytes {
+        report.lines_out = lines.len();
+        report.bytes_out = total;
+        return BoundedLog {
+            head: lines,
+            omitted: 0,
+            tail: Vec::new(),
+            report,
+        };
+    }
+    report.capped = true;
+    // Reserve room for the marker (its count has at most as many digits as the line count).
+    let marker = omission_marker(lines.len()).len();
+    let budget = limits.max_bytes.saturating_sub(marker);
+    let head_budget = budget * usize::from(limits.head_percent.min(100)) / 100;
+
+    let mut head_len = 0;
+    let mut used = 0;
+    while head_len < lines.len() && used + rendered_len(&lines[head_len]) <= head_budget {
+        used += rendered_len(&lines[head_len]);
+        head_len += 1;
+    }
+    let mut tail_start = lines.len();
+    while tail_start > head_len && used + rendered_len(&lines[tail_start - 1]) <= budget {
+        tail_start -= 1;
+        used += rendered_len(&lines[tail_start]);
+    }
+    // A single line longer than the whole budget: keep its beginning, cut at a char boundary.
+    if head_len == 0 && tail_start == lines.len() && !lines.is_empty() {
+        let mut first = lines.swap_remove(0);
+        let suffix = rendered_len(&first) - first.text.len();
+        let cut = floor_char_boundary(&first.text, budget.saturating_sub(suffix + TRUNCATED.len()));
+        first.text.truncate(cut);
+        first.text.push_str(TRUNCATED);
+        used = rendered_len(&first);
+        let omitted = lines.len();
+        report.lines_dropped = omitted;
+        report.lines_out = 1;
+        report.bytes_out = used
+            + if omitted > 0 {
+                omission_marker(omitted).len()
+            } else {
+                0
+            };
+        return BoundedLog {
+            head: vec![first],
+            omitted,
+            tail: Vec::new(),
+            report,
+        };
+    }
+    let tail = lines.split_off(tail_start);
+    let omitted = lines.len() - head_len;
+    lines.truncate(head_len);
+    report.lines_dropped = omitted;
+    report.lines_out = lines.len() + tail.len();
+    report.bytes_out = used
+        + if omitted > 0 {
+            omission_marker(omitted).len()
+        } else {
+            0
+        };
+    BoundedLog {
+        head: lines,
+        omitted,
+        tail,
+        report,
+    }
+}
+
+const TRUNCATED: &str = " [truncated]";
+
+fn floor_char_boundary(s: &str, mut i: usize) -> usize {
+    if i >= s.len() {
+        return s.len();
+    }
+    while !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn repeats_differing_only_in_numbers_collapse_with_counts() {
+        let log = "2026-11-29T10:00:01 LINK DOWN ge-0/0/1 seq 100\n\
+                   2026-11-29T10:00:02 LINK DOWN ge-0/0/2 seq 101\n\
+                   2026-11-29T10:00:03 BGP peer 10.0.0.1 down\n\
+                   2026-11-29T10:00:04 LINK DOWN ge-0/0/7 seq 102\n";
+        let b = bound_text(log, BoundingLimits::default());
+        let lines: Vec<_> = b.lines().collect();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[0].occurrences, 3);
+        assert!(lines[1].text.contains("BGP"));
+        assert_eq!(b.report.repeats_collapsed, 2);
+        assert!(b.render().contains("[x3]"));
+    }
+
+    #[test]
+    fn different_words_never_merge() {
+        let b = bound_text(
+            "LINK DOWN port 1\nLINK UP port 1\n",
+            BoundingLimits::default(),
+        );
+        assert_eq!(b.lines().count(), 2);
+    }
+
+    #[test]
+    fn long_logs_keep_head_and_tail_and_report_the_drop() {
+        let log: String = (0..500)
+            .map(|i| format!("event {} kind-{}\n", i, "abcdefghij".repeat(1 + i % 7)))
+            .collect();
+        // Make lines distinct in words so they do not collapse.
+        let log: String = log
+            .lines()
+            .enumerate()
+            .map(|(i, l)| format!("{l} {}\n", word(i)))
+            .collect();
+        let limits = BoundingLimits {
+            max_bytes: 2_000,
+            head_percent: 35,
+        };
+        let b = bound_text(&log, limits);
+        let out = b.render();
+        assert!(
+            out.len() <= limits.max_bytes,
+            "{} > {}",
+            out.len(),
+            limits.max_bytes
+        );
+        assert_eq!(out.len(), b.report.bytes_out);
+        assert!(out.starts_with("event 0 "));
+        assert!(out.trim_end().ends_with(&word(499)));
+        assert!(out.contains("lines omitted"));
+        assert_eq!(b.report.lines_dropped, b.omitted);
+        assert_eq!(b.report.lines_out + b.report.lines_dropped, 500);
+    }
+
+    fn word(i: usize) -> String {
+        let mut s = String::new();
+        let mut n = i + 1;
+        while n > 0 {
+            s.push(char::from(b'a' + (n % 26) as u8));
+            n /= 26;
+        }
+        s
+    }
+
+    #[test]
+    fn one_giant_line_is_truncated_under_the_cap() {
+        let log = "é".repeat(10_000);
+        let limits = BoundingLimits {
+            max_bytes: 1_000,
+            head_percent: 35,
+        };
+        let b = bound_text(&log, limits);
+        assert!(b.render().len() <= 1_000);
+        assert!(b.report.capped);
+    }
+
+    proptest! {
+        #[test]
+        fn rendered_log_never_exceeds_the_cap_and_report_adds_up(
+            lines in prop::collection::vec("[a-zA-Z0-9 /:.é]{0,120}", 0..200),
+            max_bytes in 64usize..4_000,
+            head_percent in 0u8..=100,
+        ) {
+            let limits = BoundingLimits { max_bytes, head_percent };
+            let b = bound_lines(lines.iter().map(String::as_str), limits);
+            let out = b.render();
+            prop_assert!(out.len() <= max_bytes);
+            prop_assert_eq!(out.len(), b.report.bytes_out);
+            prop_assert_eq!(b.report.lines_in, lines.len());
+        }
+    }
+}

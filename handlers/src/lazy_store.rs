@@ -1,0 +1,102 @@
+//! The store, connected on first use.
+//!
+//! The Functions host polls `GET /` and gives up after 60 s, so start-up must not wait
+//! for Redis: the connection is made by the first invocation that needs it, and a failed
+//! attempt is retried by the next one instead of being remembered.
+
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use stormgate_shared::store::{Store, StoreError};
+use tokio::sync::OnceCell;
+
+/// Makes the store's connection. Production connects to Redis; tests pass a ready store.
+#[async_trait]
+pub trait ConnectStore: Send + Sync {
+    async fn connect(&self) -> Result<Arc<dyn Store>, StoreError>;
+}
+
+/// A store handle that connects when first asked for the store.
+pub struct LazyStore {
+    connector: Arc<dyn ConnectStore>,
+    store: OnceCell<Arc<dyn Store>>,
+}
+
+impl LazyStore {
+    pub fn new(connector: Arc<dyn ConnectStore>) -> Self {
+        LazyStore {
+            connector,
+            store: OnceCell::new(),
+        }
+    }
+
+    /// A handle around a store that is already connected.
+    pub fn ready(store: Arc<dyn Store>) -> Self {
+        LazyStore {
+            connector: Arc::new(AlreadyConnected(store.clone())),
+            store: OnceCell::new_with(Some(store)),
+        }
+    }
+
+    /// The store, connecting now if this is the first use (or the last attempt failed).
+    pub async fn get(&self) -> Result<Arc<dyn Store>, StoreError> {
+        self.store
+            .get_or_try_init(|| self.connector.connect())
+            .await
+            .cloned()
+    }
+
+    pub fn is_connected(&self) -> bool {
+        self.store.initialized()
+    }
+}
+
+impl fmt::Debug for LazyStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LazyStore")
+            .field("connected", &self.is_connected())
+            .finish()
+    }
+}
+
+struct AlreadyConnected(Arc<dyn Store>);
+
+#[async_trait]
+impl ConnectStore for AlreadyConnected {
+    async fn connect(&self) -> Result<Arc<dyn Store>, StoreError> {
+        Ok(self.0.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[derive(Default)]
+    struct CountingUnreachable(AtomicUsize);
+
+    #[async_trait]
+    impl ConnectStore for CountingUnreachable {
+        async fn connect(&self) -> Result<Arc<dyn Store>, StoreError> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Err(StoreError::Unavailable("connection refused".into()))
+        }
+    }
+
+    #[tokio::test]
+    async fn nothing_connects_until_the_store_is_asked_for_and_failures_are_retried() {
+        let connector = Arc::new(CountingUnreachable::default());
+        let lazy = LazyStore::new(connector.clone());
+        assert_eq!(connector.0.load(Ordering::SeqCst), 0);
+        assert!(lazy.get().await.is_err());
+        assert!(lazy.get().await.is_err());
+        assert_eq!(
+            connector.0.load(Ordering::SeqCst),
+            2,
+            "a failed connection is not cached"
+        );
+        assert!(!lazy.is_connected());
+    }
+}

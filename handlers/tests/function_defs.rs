@@ -1,0 +1,185 @@
+//! `function-defs/` and the router's function table must describe the same functions.
+
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use stormgate_handlers::app::{FUNCTIONS, Trigger};
+use stormgate_handlers::functions::{classify, dispatch, rollup, summarize};
+
+fn defs_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../function-defs")
+}
+
+fn function_json(name: &str) -> Value {
+    let path = defs_dir().join(name).join("function.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn bindings(name: &str) -> Vec<Value> {
+    function_json(name)["bindings"].as_array().unwrap().clone()
+}
+
+fn trigger_binding(name: &str) -> Value {
+    let triggers: Vec<Value> = bindings(name)
+        .into_iter()
+        .filter(|b| b["type"].as_str().unwrap().ends_with("Trigger"))
+        .collect();
+    assert_eq!(triggers.len(), 1, "{name} must have exactly one trigger");
+    triggers[0].clone()
+}
+
+fn binding_named(function: &str, binding: &str) -> Value {
+    bindings(function)
+        .into_iter()
+        .find(|b| b["name"] == binding)
+        .unwrap_or_else(|| panic!("{function} has no binding {binding:?}"))
+}
+
+#[test]
+fn every_function_folder_has_a_route_and_every_route_a_folder() {
+    let folders: BTreeSet<String> = std::fs::read_dir(defs_dir())
+        .unwrap()
+        .map(|entry| entry.unwrap())
+        .filter(|entry| entry.file_type().unwrap().is_dir())
+        .map(|entry| entry.file_name().into_string().unwrap())
+        .collect();
+    let routes: BTreeSet<String> = FUNCTIONS.iter().map(|f| f.name.to_owned()).collect();
+    assert_eq!(
+        folders, routes,
+        "function-defs/ folders versus app::FUNCTIONS"
+    );
+}
+
+#[test]
+fn http_functions_match_their_route_methods_and_auth_level() {
+    for function in FUNCTIONS {
+        let trigger = trigger_binding(function.name);
+        match function.trigger {
+            Trigger::Http { methods, route } => {
+                assert_eq!(trigger["type"], "httpTrigger", "{}", function.name);
+                assert_eq!(trigger["route"], route, "{}", function.name);
+                let declared: Vec<&str> = trigger["methods"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|m| m.as_str().unwrap())
+                    .collect();
+                assert_eq!(declared, methods, "{}", function.name);
+                let expected_auth = if function.name == "health" {
+                    "anonymous"
+                } else {
+                    "function"
+                };
+                assert_eq!(trigger["authLevel"], expected_auth, "{}", function.name);
+                // Raw forwarding only applies to functions with nothing but httpTrigger + http out.
+                let types: Vec<Value> = bindings(function.name)
+                    .iter()
+                    .map(|b| b["type"].clone())
+                    .collect();
+                assert_eq!(types, vec!["httpTrigger", "http"], "{}", function.name);
+            }
+            Trigger::Invocation => assert_ne!(trigger["type"], "httpTrigger", "{}", function.name),
+        }
+    }
+}
+
+#[test]
+fn classify_reads_a_kafka_batch_with_credentials_from_app_settings() {
+    let trigger = trigger_binding("classify");
+    assert_eq!(trigger["type"], "kafkaTrigger");
+    assert_eq!(trigger["name"], classify::EVENTS_BINDING);
+    assert_eq!(trigger["cardinality"], "many");
+    assert_eq!(trigger["dataType"], "string");
+    assert_eq!(trigger["protocol"], "sasl_ssl");
+    for (field, setting) in [
+        ("brokerList", "%KAFKA_BROKERS%"),
+        ("topic", "%KAFKA_TOPIC%"),
+        ("consumerGroup", "%KAFKA_CONSUMER_GROUP%"),
+        ("username", "%KAFKA_USERNAME%"),
+        ("password", "%KAFKA_PASSWORD%"),
+    ] {
+        assert_eq!(trigger[field], setting, "{field}");
+    }
+    let notifications = binding_named("classify", classify::NOTIFICATIONS_BINDING);
+    assert_eq!(notifications["type"], "kafka");
+    assert_eq!(notifications["direction"], "out");
+    assert_eq!(notifications["topic"], "%KAFKA_NOTIFICATIONS_TOPIC%");
+}
+
+#[test]
+fn dispatch_hands_off_to_one_storage_queue_per_tier() {
+    let timer = trigger_binding("dispatch");
+    assert_eq!(
+        (timer["type"].as_str(), timer["name"].as_str()),
+        (Some("timerTrigger"), Some(dispatch::TIMER_BINDING))
+    );
+    assert_eq!(timer["schedule"], "*/5 * * * * *");
+    for (binding, queue, consumer) in [
+        (
+            dispatch::PREMIUM_QUEUE_BINDING,
+            "summarize-premium",
+            "summarize-premium",
+        ),
+        (
+            dispatch::STANDARD_QUEUE_BINDING,
+            "summarize-standard",
+            "summarize-standard",
+        ),
+    ] {
+        let output = binding_named("dispatch", binding);
+        assert_eq!(output["type"], "queue");
+        assert_eq!(output["direction"], "out");
+        assert_eq!(output["queueName"], queue);
+        assert_eq!(output["connection"], "AzureWebJobsStorage");
+        let trigger = trigger_binding(consumer);
+        assert_eq!(trigger["type"], "queueTrigger");
+        assert_eq!(trigger["name"], summarize::HANDOFF_BINDING);
+        assert_eq!(
+            trigger["queueName"], queue,
+            "{consumer} consumes what dispatch sends it"
+        );
+        assert_eq!(trigger["connection"], "AzureWebJobsStorage");
+    }
+}
+
+#[test]
+fn rollup_runs_every_minute() {
+    let timer = trigger_binding("rollup");
+    assert_eq!(timer["type"], "timerTrigger");
+    assert_eq!(timer["name"], rollup::TIMER_BINDING);
+    assert_eq!(timer["schedule"], "0 * * * * *");
+}
+
+#[test]
+fn host_json_starts_the_handler_with_forwarding_and_the_v4_bundle() {
+    let text = std::fs::read_to_string(defs_dir().join("host.json")).unwrap();
+    let host: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(host["version"], "2.0");
+    assert_eq!(
+        host["customHandler"]["description"]["defaultExecutablePath"],
+        "handler"
+    );
+    assert_eq!(host["customHandler"]["enableForwardingHttpRequest"], true);
+    assert_eq!(
+        host["extensionBundle"]["id"],
+        "Microsoft.Azure.Functions.ExtensionBundle"
+    );
+    assert_eq!(host["extensionBundle"]["version"], "[4.*, 5.0.0)");
+    assert_eq!(
+        host["extensions"]["http"]["routePrefix"], "api",
+        "app::HTTP_ROUTE_PREFIX assumes it"
+    );
+    assert!(host["functionTimeout"].is_string());
+    assert!(
+        host["extensions"]["queues"]["maxDequeueCount"]
+            .as_u64()
+            .unwrap()
+            >= 2,
+        "poison handling needs retries"
+    );
+}

@@ -1,0 +1,231 @@
+//! The router as the Functions host sees it, driven in-process with `oneshot`.
+
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+use stormgate_handlers::app::{AppState, FUNCTIONS, INVOCATION_ID_HEADER, app};
+use stormgate_handlers::config::{LogFormat, Settings};
+use stormgate_handlers::lazy_store::{ConnectStore, LazyStore};
+use stormgate_handlers::system_clock::SystemClock;
+use stormgate_handlers::telemetry;
+use stormgate_shared::store::{Store, StoreError};
+use tower::ServiceExt;
+
+/// A store that cannot be reached: proves which routes never need one.
+struct Unreachable;
+
+#[async_trait]
+impl ConnectStore for Unreachable {
+    async fn connect(&self) -> Result<Arc<dyn Store>, StoreError> {
+        Err(StoreError::Unavailable(
+            "connection refused to 10.0.0.1:6380 password=hunter2".into(),
+        ))
+    }
+}
+
+fn router() -> Router {
+    app(AppState::new(
+        Settings::example(),
+        LazyStore::new(Arc::new(Unreachable)),
+        Arc::new(SystemClock),
+    ))
+}
+
+async fn send(request: Request<Body>) -> (StatusCode, Vec<u8>) {
+    let response = router().oneshot(request).await.unwrap();
+    let status = response.status();
+    (
+        status,
+        response
+            .into_body()
+            .collect()
+            .await
+            .unwrap()
+            .to_bytes()
+            .to_vec(),
+    )
+}
+
+async fn post_json(path: &str, body: impl Into<Body>) -> (StatusCode, Value) {
+    let request = Request::post(path)
+        .header("content-type", "application/json")
+        .header(INVOCATION_ID_HEADER, "3f1e7d0a-0000-4000-8000-000000000001")
+        .body(body.into())
+        .unwrap();
+    let (status, bytes) = send(request).await;
+    (
+        status,
+        serde_json::from_slice(&bytes)
+            .unwrap_or_else(|_| panic!("not JSON: {}", String::from_utf8_lossy(&bytes))),
+    )
+}
+
+fn kafka_event_data(offset: i64, value: &str) -> String {
+    json!({"Offset": offset, "Partition": 0, "Topic": "servicenow.incident", "Timestamp": "2026-11-29T10:00:00Z",
+           "Key": null, "Value": value, "Headers": [{"Key": "table_name", "Value": "aW5jaWRlbnQ="}]})
+    .to_string()
+}
+
+/// `Data.events` exactly as the host sends a `cardinality: many`, `dataType: string` batch.
+fn host_shaped_kafka_invocation() -> Value {
+    let records = vec![
+        kafka_event_data(1, r#"{"sys_id":"a","number":"INC1"}"#),
+        kafka_event_data(2, "{}"),
+    ];
+    json!({
+        "Data": {"events": serde_json::to_string(&records).unwrap()},
+        "Metadata": {"sys": {"MethodName": "classify", "UtcNow": "2026-11-29T10:00:01Z", "RandGuid": "x"}}
+    })
+}
+
+#[tokio::test]
+async fn root_answers_at_once_without_touching_the_store() {
+    let (status, body) = send(Request::get("/").body(Body::empty()).unwrap()).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(!body.is_empty());
+}
+
+#[tokio::test]
+async fn classify_accepts_a_host_shaped_double_encoded_kafka_batch() {
+    let (status, body) = post_json("/classify", host_shaped_kafka_invocation().to_string()).await;
+    // Until classification lands the route answers 501 naming it, and nothing else.
+    if status == StatusCode::NOT_IMPLEMENTED {
+        assert_eq!(
+            body,
+            json!({"error": "classification is not implemented yet"})
+        );
+    } else {
+        assert!(status.is_success(), "{status} {body}");
+        assert!(
+            body.get("Outputs").is_some() && body.get("Logs").is_some(),
+            "{body}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn classify_accepts_a_plain_kafka_batch() {
+    let plain = json!({"Data": {"events": [{"Offset": 1, "Partition": 0, "Topic": "t", "Value": "{}"}]}, "Metadata": {}});
+    let (status, body) = post_json("/classify", plain.to_string()).await;
+    assert!(
+        status.is_success() || status == StatusCode::NOT_IMPLEMENTED,
+        "{status} {body}"
+    );
+}
+
+#[tokio::test]
+async fn garbage_gets_a_json_4xx_naming_the_problem() {
+    let (status, body) = post_json("/classify", "\u{0}not json{{").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(
+        body["error"].as_str().unwrap().contains("invocation body"),
+        "{body}"
+    );
+
+    let (status, body) = post_json("/classify", json!({"Data": {"events": 42}}).to_string()).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(body["error"].as_str().unwrap().contains("events"), "{body}");
+
+    let (status, body) = post_json("/dispatch", json!({"Data": {}}).to_string()).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(body["error"].as_str().unwrap().contains("timer"), "{body}");
+}
+
+#[tokio::test]
+async fn unknown_routes_get_a_json_404() {
+    let (status, body) = post_json("/no-such-function", "{}").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(body["error"].is_string());
+}
+
+#[tokio::test]
+async fn health_is_ok_while_the_store_is_unreachable() {
+    let (status, body) = send(Request::get("/api/health").body(Body::empty()).unwrap()).await;
+    assert_eq!(status, StatusCode::OK);
+    let body: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(body["status"], "ok");
+}
+
+#[tokio::test]
+async fn every_function_in_the_table_has_a_route() {
+    for function in FUNCTIONS {
+        let request = Request::post(function.path())
+            .body(Body::from("{}"))
+            .unwrap();
+        let (status, _) = send(request).await;
+        assert_ne!(
+            status,
+            StatusCode::NOT_FOUND,
+            "{} at {}",
+            function.name,
+            function.path()
+        );
+    }
+}
+
+/// Collects log output for assertions.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'w> tracing_subscriber::fmt::MakeWriter<'w> for Captured {
+    type Writer = Captured;
+    fn make_writer(&'w self) -> Captured {
+        self.clone()
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn log_lines_of_an_invocation_carry_the_hosts_invocation_id() {
+    let out = Captured::default();
+    let subscriber = telemetry::subscriber(LogFormat::Json, Some("info"), out.clone()).unwrap();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let (status, _) = post_json("/classify", "garbage").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+
+    let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let rejected = lines
+        .iter()
+        .find(|l| l["message"] == "rejected request")
+        .unwrap_or_else(|| panic!("{text}"));
+    assert_eq!(
+        rejected["span"]["invocation_id"],
+        "3f1e7d0a-0000-4000-8000-000000000001"
+    );
+    assert_eq!(rejected["span"]["path"], "/classify");
+}
+
+#[tokio::test]
+async fn a_kafka_batch_larger_than_axums_default_limit_is_accepted() {
+    let big_value = "x".repeat(64 * 1024);
+    let records: Vec<String> = (0..64).map(|i| kafka_event_data(i, &big_value)).collect();
+    let invocation =
+        json!({"Data": {"events": serde_json::to_string(&records).unwrap()}, "Metadata": {}});
+    let body = invocation.to_string();
+    assert!(body.len() > 4 * 1024 * 1024);
+    let (status, body) = post_json("/classify", body).await;
+    assert_ne!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_ne!(status, StatusCode::PAYLOAD_TOO_LARGE, "{body}");
+}

@@ -1,0 +1,3 @@
+//! Classify+enqueue throughput benchmark.
+
+fn main() {}

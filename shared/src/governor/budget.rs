@@ -1,0 +1,270 @@
+//! A deployment's budget: its name, its TPM, and the window limits the ledger enforces.
+//!
+//! Everything here is arithmetic on configuration, parsed once: a [`DeploymentName`]
+//! that is safe inside a Redis key, a [`Headroom`] fraction that cannot be nonsense, a
+//! [`ShortWindow`] that divides 10 s (which is what makes the 10 s and 60 s bounds follow
+//! from the short-window bound, see the module docs of [`crate::governor`]).
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::job::Tier;
+use crate::tokens::Tokens;
+
+/// Azure OpenAI grants 6 requests per minute for every 1,000 tokens per minute.
+pub const RPM_PER_1000_TPM: u64 = 6;
+
+const MINUTE_MS: u64 = 60_000;
+const AZURE_REQUEST_WINDOW_MS: u64 = 10_000;
+
+/// An Azure OpenAI deployment name: 1–64 of `[A-Za-z0-9._-]`, so it can sit inside a
+/// Redis key (and its hash tag) without escaping.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct DeploymentName(String);
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("not a deployment name (1-64 of A-Z a-z 0-9 . _ -): {0:?}")]
+pub struct DeploymentNameError(pub String);
+
+impl DeploymentName {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl FromStr for DeploymentName {
+    type Err = DeploymentNameError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let ok = (1..=64).contains(&s.len())
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+        if ok {
+            Ok(DeploymentName(s.to_owned()))
+        } else {
+            Err(DeploymentNameError(s.chars().take(80).collect()))
+        }
+    }
+}
+
+impl fmt::Display for DeploymentName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Serialize for DeploymentName {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for DeploymentName {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// The fraction of a deployment's quota the governor leaves unused, in `[0, 0.9]`.
+///
+/// Users report 429s a little before the advertised limit, and the service's own
+/// prompt estimate (partly from character counts) can exceed ours: headroom absorbs both.
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize)]
+#[serde(transparent)]
+pub struct Headroom(f64);
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("headroom must be a fraction between 0 and 0.9, got {0}")]
+pub struct HeadroomError(pub f64);
+
+impl Headroom {
+    pub const DEFAULT: Headroom = Headroom(0.10);
+
+    pub fn new(fraction: f64) -> Result<Headroom, HeadroomError> {
+        if (0.0..=0.9).contains(&fraction) {
+            Ok(Headroom(fraction))
+        } else {
+            Err(HeadroomError(fraction))
+        }
+    }
+
+    pub fn fraction(self) -> f64 {
+        self.0
+    }
+
+    /// `quantity × (1 − headroom)`, rounded down so the result never exceeds the exact value.
+    fn apply(self, quantity: u64) -> u64 {
+        (quantity as f64 * (1.0 - self.0)).floor() as u64
+    }
+}
+
+impl Default for Headroom {
+    fn default() -> Self {
+        Headroom::DEFAULT
+    }
+}
+
+impl<'de> Deserialize<'de> for Headroom {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Headroom::new(f64::deserialize(d)?).map_err(serde::de::Error::custom)
+    }
+}
+
+/// The sliding window admissions are counted over: a whole number of milliseconds
+/// that divides 10 s exactly (250 ms, 500 ms, 1 s, 2 s, 5 s, 10 s, ...), so that both
+/// Azure's 10 s request window and the minute are whole numbers of windows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(into = "u64")]
+pub struct ShortWindow(u64);
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the governor window must divide 10000 ms exactly, got {0} ms")]
+pub struct ShortWindowError(pub u64);
+
+impl ShortWindow {
+    /// Azure evaluates rates over 1 s or 10 s windows; 10 s lets single calls of up to
+    /// a sixth of the TPM through while still forbidding a minute's budget in one burst.
+    pub const DEFAULT: ShortWindow = ShortWindow(10_000);
+
+    pub fn from_millis(ms: u64) -> Result<ShortWindow, ShortWindowError> {
+        if ms > 0 && AZURE_REQUEST_WINDOW_MS.is_multiple_of(ms) {
+            Ok(ShortWindow(ms))
+        } else {
+            Err(ShortWindowError(ms))
+        }
+    }
+
+    pub fn as_millis(self) -> u64 {
+        self.0
+    }
+
+    pub fn as_duration(self) -> Duration {
+        Duration::from_millis(self.0)
+    }
+
+    /// How many windows make a minute.
+    pub fn per_minute(self) -> u64 {
+        MINUTE_MS / self.0
+    }
+}
+
+impl Default for ShortWindow {
+    fn default() -> Self {
+        ShortWindow::DEFAULT
+    }
+}
+
+impl From<ShortWindow> for u64 {
+    fn from(w: ShortWindow) -> u64 {
+        w.0
+    }
+}
+
+impl<'de> Deserialize<'de> for ShortWindow {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        ShortWindow::from_millis(u64::deserialize(d)?).map_err(serde::de::Error::custom)
+    }
+}
+
+/// One deployment's quota as configured (`STORMGATE_<TIER>_TPM`), and the tier it serves.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeploymentBudget {
+    pub tier: Tier,
+    pub deployment: DeploymentName,
+    /// Tokens per minute (Bicep capacity × 1000).
+    pub tpm: u64,
+}
+
+impl DeploymentBudget {
+    /// Requests per minute Azure grants this deployment.
+    pub fn rpm(&self) -> u64 {
+        self.tpm.saturating_mul(RPM_PER_1000_TPM) / 1000
+    }
+}
+
+/// What the ledger may admit in any one window, after headroom.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WindowLimits {
+    pub window_ms: u64,
+    /// Tokens admitted (as charged) in any window never exceed this.
+    pub tokens: u64,
+    /// Requests admitted in any window never exceed this.
+    pub requests: u64,
+}
+
+impl WindowLimits {
+    /// `TPM × (1 − headroom) / windows-per-minute` tokens and the same share of RPM.
+    ///
+    /// The request limit is at least 1 whenever Azure itself allows one request per
+    /// window, so a tiny deployment is slow rather than unusable; it never exceeds the
+    /// un-headroomed `RPM × window / 60 s`.
+    pub fn for_budget(budget: &DeploymentBudget, headroom: Headroom, window: ShortWindow) -> Self {
+        let per_minute = window.per_minute();
+        let tokens = headroom.apply(budget.tpm) / per_minute;
+        let azure_requests = budget.rpm() / per_minute;
+        let requests = (headroom.apply(budget.rpm()) / per_minute).max(azure_requests.min(1));
+        WindowLimits {
+            window_ms: window.as_millis(),
+            tokens,
+            requests,
+        }
+    }
+
+    /// The largest single call that can ever be admitted.
+    pub fn largest_call(&self) -> Tokens {
+        Tokens(self.tokens)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn budget(tpm: u64) -> DeploymentBudget {
+        DeploymentBudget {
+            tier: Tier::Premium,
+            deployment: "gpt-4o".parse().unwrap(),
+            tpm,
+        }
+    }
+
+    #[test]
+    fn limits_are_a_window_share_of_the_headroomed_quota() {
+        let l = WindowLimits::for_budget(&budget(150_000), Headroom::DEFAULT, ShortWindow::DEFAULT);
+        assert_eq!(l.tokens, 22_500); // 150k × 0.9 / 6
+        assert_eq!(l.requests, 135); // 900 RPM × 0.9 / 6
+        assert_eq!(l.window_ms, 10_000);
+    }
+
+    #[test]
+    fn tiny_deployment_still_gets_one_request_per_window() {
+        let l = WindowLimits::for_budget(&budget(1_000), Headroom::DEFAULT, ShortWindow::DEFAULT);
+        assert_eq!(l.requests, 1);
+        assert_eq!(l.tokens, 150);
+    }
+
+    #[test]
+    fn window_must_divide_a_minute() {
+        assert!(ShortWindow::from_millis(10_000).is_ok());
+        assert!(ShortWindow::from_millis(1_000).is_ok());
+        assert!(ShortWindow::from_millis(7_000).is_err());
+        assert!(ShortWindow::from_millis(20_000).is_err());
+        assert!(ShortWindow::from_millis(0).is_err());
+        assert!(ShortWindow::from_millis(120_000).is_err());
+    }
+
+    #[test]
+    fn headroom_and_names_parse_or_refuse() {
+        assert!(Headroom::new(0.95).is_err());
+        assert!(Headroom::new(-0.1).is_err());
+        assert!(serde_json::from_str::<Headroom>("0.2").is_ok());
+        assert!("gpt-4o-mini_2024.07".parse::<DeploymentName>().is_ok());
+        assert!("bad name".parse::<DeploymentName>().is_err());
+        assert!("a}b".parse::<DeploymentName>().is_err());
+        assert!("".parse::<DeploymentName>().is_err());
+    }
+}

@@ -1,0 +1,154 @@
+//! The ledger: where admission state lives, behind one trait with two backends.
+//!
+//! [`MemoryLedger`](super::memory_ledger::MemoryLedger) serves one process (tests, the
+//! storm lab); [`RedisLedger`](super::redis_ledger::RedisLedger) serves a fleet, each
+//! operation one atomic Lua script. Both implement exactly the rules below, and one
+//! conformance suite runs against both.
+//!
+//! Rules, per deployment:
+//! - The ledger runs on its own timeline: `t = max(now, latest now seen)`, so a caller
+//!   whose clock lags cannot slip an admission into a window that was already closed.
+//! - A deployment marked down (until `d > t`) answers `Down`; else one cooling down
+//!   (until `c > t`) answers `CoolingDown`.
+//! - Otherwise the call is admitted iff, over the entries admitted in `(t − W, t]`,
+//!   `charged + cost ≤ limits.tokens` and `count + 1 ≤ limits.requests`; admitting
+//!   records `(t, cost)`. Else it answers `Deferred` at the first instant at which the
+//!   expiry of the oldest entries would make room (ignoring future refunds).
+//! - Reconciling a reservation still in the window sets its charge to the real usage
+//!   (a refund when smaller). Reconciling twice is a no-op the second time.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use super::budget::{DeploymentName, WindowLimits};
+use crate::clock::EpochMillis;
+use crate::tokens::Tokens;
+
+/// A reservation's number, unique per deployment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ReservationId(pub u64);
+
+/// Proof of admission: travels with the admitted group to the tier worker, which
+/// reconciles it with the call's real `usage`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reservation {
+    pub id: ReservationId,
+    pub deployment: DeploymentName,
+    /// Charged at admission: estimated prompt tokens + max_tokens.
+    pub tokens: Tokens,
+    /// On the ledger's timeline.
+    pub admitted_at: EpochMillis,
+}
+
+/// What the ledger answers for one admission request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum Admission {
+    Admitted(Reservation),
+    /// The window is spent; room appears at `retry_at` unless someone else takes it.
+    Deferred {
+        retry_at: EpochMillis,
+    },
+    /// A 429 set a cooldown on this deployment.
+    CoolingDown {
+        until: EpochMillis,
+    },
+    /// A huge Retry-After (daily quota) took the deployment out until then.
+    Down {
+        until: EpochMillis,
+    },
+    /// Larger than any window can ever hold: it will never be admitted here.
+    TooLarge {
+        tokens: Tokens,
+        limit: Tokens,
+    },
+}
+
+/// What reconciling a reservation did to the window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", content = "tokens", rename_all = "snake_case")]
+pub enum Reconciliation {
+    /// The unused part went back into the window.
+    Refunded(Tokens),
+    /// The call used more than reserved; the excess is charged to the window.
+    Overran(Tokens),
+    /// The reservation already left the window (or was reconciled before): nothing to adjust.
+    Settled,
+}
+
+/// Which kind of throttle a 429 sets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ThrottleKind {
+    CoolingDown,
+    Down,
+}
+
+/// A deployment's ledger state, fleet-wide, for gauges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct LedgerSnapshot {
+    /// Tokens charged to the current window (reservations, refunds applied).
+    pub window_tokens: u64,
+    pub window_requests: u64,
+    pub cooldown_until: Option<EpochMillis>,
+    pub down_until: Option<EpochMillis>,
+    /// Cumulative since the ledger was created.
+    pub admitted: u64,
+    pub deferred: u64,
+    pub reserved_tokens: u64,
+    pub used_tokens: u64,
+    pub refunded_tokens: u64,
+    pub throttles: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LedgerError {
+    #[error("governor ledger unavailable: {0}")]
+    Unavailable(String),
+    #[error("governor ledger answered something unexpected: {0}")]
+    Corrupt(String),
+}
+
+impl From<redis::RedisError> for LedgerError {
+    fn from(e: redis::RedisError) -> Self {
+        LedgerError::Unavailable(e.to_string())
+    }
+}
+
+/// Admission state for any number of deployments. See the module docs for the rules.
+#[async_trait]
+pub trait Ledger: Send + Sync + std::fmt::Debug {
+    /// Admits a call costing `cost` now, or says why not. Never answers `TooLarge`
+    /// (the governor checks that before asking).
+    async fn admit(
+        &self,
+        deployment: &DeploymentName,
+        limits: &WindowLimits,
+        cost: Tokens,
+        now: EpochMillis,
+    ) -> Result<Admission, LedgerError>;
+
+    /// Sets a reservation's charge to what the call really used.
+    async fn reconcile(
+        &self,
+        reservation: &Reservation,
+        used: Tokens,
+    ) -> Result<Reconciliation, LedgerError>;
+
+    /// Extends (never shortens) the deployment's cooldown or down time to `until`;
+    /// answers the resulting until.
+    async fn throttle(
+        &self,
+        deployment: &DeploymentName,
+        kind: ThrottleKind,
+        until: EpochMillis,
+    ) -> Result<EpochMillis, LedgerError>;
+
+    async fn snapshot(
+        &self,
+        deployment: &DeploymentName,
+        limits: &WindowLimits,
+        now: EpochMillis,
+    ) -> Result<LedgerSnapshot, LedgerError>;
+}

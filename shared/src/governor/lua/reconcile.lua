@@ -1,0 +1,15 @@
+-- ARGV: reservation id, tokens used. Answers {kind, tokens}:
+-- {'refunded', n} | {'overran', n} | {'settled', 0}
+local id, used = ARGV[1], tonumber(ARGV[2])
+if redis.call('SISMEMBER', reconciled, id) == 1 then return {'settled', 0} end
+redis.call('HINCRBY', state, 'used_tokens', used)
+local before = tonumber(redis.call('HGET', charges, id))
+if not before then return {'settled', 0} end
+redis.call('HSET', charges, id, used)
+redis.call('SADD', reconciled, id)
+redis.call('HINCRBY', state, 'window_tokens', used - before)
+if used <= before then
+  redis.call('HINCRBY', state, 'refunded_tokens', before - used)
+  return {'refunded', before - used}
+end
+return {'overran', used - before}

@@ -1,0 +1,261 @@
+//! The token governor: admits LLM calls within each deployment's TPM/RPM budget, fleet-wide.
+//!
+//! # What it mirrors
+//! Azure OpenAI charges a call at arrival: its estimated prompt tokens plus `max_tokens`.
+//! Quota is per deployment, RPM is 6 per 1,000 TPM, and both are evaluated over short
+//! windows, so a minute's budget sent in one burst is refused. The governor charges the
+//! same way ([`Governor::admit`] takes estimate + max_tokens), keeps a configurable
+//! [`Headroom`], gives the unused part of a reservation back once the real `usage` is
+//! known ([`Governor::reconcile`]), and turns any worker's 429 into a cooldown every
+//! instance respects ([`Governor::report_throttle`]); a Retry-After at or beyond
+//! [`GovernorPolicy::down_after`] (a daily quota says 86400 s) marks the deployment down
+//! so work spills instead of waiting.
+//!
+//! # The algorithm: an exact sliding-window log over a window that divides 10 s
+//! Each deployment keeps the log of admissions in the last `W` (default 10 s; any
+//! [`ShortWindow`] divides 10 s) with their current charges. A call is admitted at `t`
+//! only if, counting the entries admitted in `(t − W, t]`,
+//! `charged + cost ≤ L_tok = TPM·(1 − h)·W/60 s` and `count + 1 ≤ L_req = RPM·(1 − h)·W/60 s`.
+//!
+//! Chosen over a token bucket because a bucket of rate `r` and burst `b` lets
+//! `b + 60 s·r` through in a minute: to *prove* the minute bound it must run below the
+//! quota rate for good, while the window log runs at the full quota rate and its
+//! bound is exact (no bucket-boundary slack as with fixed sub-buckets). Its state is
+//! bounded by `L_req` entries, a few hundred for real deployments.
+//!
+//! # Proof of the bounds
+//! Let `[s, s + W)` be any window and `e` the last admission in it, at `t_e < s + W`.
+//! Every admission `u` in the window has `s ≤ u ≤ t_e`, so `u > t_e − W`: it was in
+//! the log when `e` was checked, with a charge at least its final one (charges only
+//! drop, by refunds — a reported overrun is the service's usage, not an admission).
+//! Hence the window's charged tokens ≤ `L_tok` and its requests ≤ `L_req`. A 10 s
+//! window is the disjoint union of `10 s/W` windows of length `W`, so it holds at most
+//! `RPM·(1 − h)/6` requests; a 60 s window, likewise, at most `TPM·(1 − h)` tokens and
+//! `RPM·(1 − h)` requests. (For a deployment so small that `RPM·(1 − h)·W/60 s < 1`,
+//! `L_req` is raised to 1 only if Azure's own `RPM·W/60 s ≥ 1`: never above Azure's limit.) The property tests in `tests/governor_props.rs`
+//! check exactly these statements on random arrivals, sizes and completion times.
+//!
+//! State lives behind the [`Ledger`] trait: [`MemoryLedger`] for one process,
+//! [`RedisLedger`] for a fleet (one Lua script per operation, atomic across instances).
+
+pub mod budget;
+pub mod ledger;
+pub mod memory_ledger;
+pub mod redis_ledger;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+pub use budget::{DeploymentBudget, DeploymentName, Headroom, ShortWindow, WindowLimits};
+pub use ledger::{
+    Admission, Ledger, LedgerError, LedgerSnapshot, Reconciliation, Reservation, ReservationId,
+    ThrottleKind,
+};
+pub use memory_ledger::MemoryLedger;
+pub use redis_ledger::RedisLedger;
+
+use crate::clock::EpochMillis;
+use crate::job::Tier;
+use crate::tokens::Tokens;
+
+/// How the governor treats every deployment.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct GovernorPolicy {
+    /// Fraction of each quota left unused (`STORMGATE_GOVERNOR_HEADROOM`).
+    pub headroom: Headroom,
+    /// The sliding window admissions are counted over, in milliseconds.
+    pub window: ShortWindow,
+    /// A Retry-After this long or longer marks the deployment down instead of cooling it down.
+    #[serde(with = "crate::duration_secs")]
+    pub down_after: Duration,
+}
+
+impl Default for GovernorPolicy {
+    fn default() -> Self {
+        GovernorPolicy {
+            headroom: Headroom::DEFAULT,
+            window: ShortWindow::DEFAULT,
+            down_after: Duration::from_secs(600),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum GovernorError {
+    #[error("no budget configured for deployment {0}")]
+    UnknownDeployment(DeploymentName),
+    #[error("no deployment configured for tier {0}")]
+    UnknownTier(Tier),
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+}
+
+/// What a 429 did to its deployment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum Throttle {
+    CoolingDown { until: EpochMillis },
+    Down { until: EpochMillis },
+}
+
+/// One deployment's gauges: limits and the fleet-wide ledger state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeploymentGauges {
+    pub tier: Tier,
+    pub deployment: DeploymentName,
+    pub limits: WindowLimits,
+    pub remaining_tokens: u64,
+    pub remaining_requests: u64,
+    #[serde(flatten)]
+    pub ledger: LedgerSnapshot,
+}
+
+#[derive(Debug, Clone)]
+struct Configured {
+    budget: DeploymentBudget,
+    limits: WindowLimits,
+}
+
+/// Per-deployment admission over a shared [`Ledger`]. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Governor {
+    ledger: Arc<dyn Ledger>,
+    policy: GovernorPolicy,
+    deployments: BTreeMap<DeploymentName, Configured>,
+}
+
+impl Governor {
+    pub fn new(
+        ledger: Arc<dyn Ledger>,
+        policy: GovernorPolicy,
+        budgets: impl IntoIterator<Item = DeploymentBudget>,
+    ) -> Self {
+        let deployments = budgets
+            .into_iter()
+            .map(|budget| {
+                let limits = WindowLimits::for_budget(&budget, policy.headroom, policy.window);
+                (budget.deployment.clone(), Configured { budget, limits })
+            })
+            .collect();
+        Governor {
+            ledger,
+            policy,
+            deployments,
+        }
+    }
+
+    pub fn policy(&self) -> &GovernorPolicy {
+        &self.policy
+    }
+
+    /// The deployment serving `tier`, if any.
+    pub fn deployment_for(&self, tier: Tier) -> Option<&DeploymentName> {
+        self.deployments
+            .values()
+            .find(|c| c.budget.tier == tier)
+            .map(|c| &c.budget.deployment)
+    }
+
+    pub fn limits(&self, deployment: &DeploymentName) -> Option<WindowLimits> {
+        self.deployments.get(deployment).map(|c| c.limits)
+    }
+
+    fn configured(&self, deployment: &DeploymentName) -> Result<&Configured, GovernorError> {
+        self.deployments
+            .get(deployment)
+            .ok_or_else(|| GovernorError::UnknownDeployment(deployment.clone()))
+    }
+
+    /// Admits one call charging `cost` (estimated prompt tokens + max_tokens) at `now`.
+    pub async fn admit(
+        &self,
+        deployment: &DeploymentName,
+        cost: Tokens,
+        now: EpochMillis,
+    ) -> Result<Admission, GovernorError> {
+        let limits = self.configured(deployment)?.limits;
+        if cost > limits.largest_call() || limits.requests == 0 {
+            return Ok(Admission::TooLarge {
+                tokens: cost,
+                limit: limits.largest_call(),
+            });
+        }
+        let admission = self.ledger.admit(deployment, &limits, cost, now).await?;
+        if let Admission::Deferred { retry_at } = admission {
+            tracing::debug!(
+                event = "governor.deferred",
+                deployment = %deployment,
+                tokens = cost.0,
+                retry_at = retry_at.0,
+            );
+        }
+        Ok(admission)
+    }
+
+    /// Settles a reservation with the call's real usage (prompt + completion tokens);
+    /// `Tokens::ZERO` when the call was never made.
+    pub async fn reconcile(
+        &self,
+        reservation: &Reservation,
+        used: Tokens,
+    ) -> Result<Reconciliation, GovernorError> {
+        self.configured(&reservation.deployment)?;
+        Ok(self.ledger.reconcile(reservation, used).await?)
+    }
+
+    /// Records a 429 from `deployment` asking to wait `retry_after`, for every instance.
+    pub async fn report_throttle(
+        &self,
+        deployment: &DeploymentName,
+        retry_after: Duration,
+        now: EpochMillis,
+    ) -> Result<Throttle, GovernorError> {
+        self.configured(deployment)?;
+        let kind = if retry_after >= self.policy.down_after {
+            ThrottleKind::Down
+        } else {
+            ThrottleKind::CoolingDown
+        };
+        let until = self
+            .ledger
+            .throttle(deployment, kind, now.plus(retry_after))
+            .await?;
+        let throttle = match kind {
+            ThrottleKind::CoolingDown => Throttle::CoolingDown { until },
+            ThrottleKind::Down => Throttle::Down { until },
+        };
+        tracing::warn!(
+            event = "governor.throttled",
+            deployment = %deployment,
+            retry_after_ms = u64::try_from(retry_after.as_millis()).unwrap_or(u64::MAX),
+            state = ?kind,
+            until = until.0,
+        );
+        Ok(throttle)
+    }
+
+    /// Gauges of every configured deployment, tier order.
+    pub async fn gauges(&self, now: EpochMillis) -> Result<Vec<DeploymentGauges>, GovernorError> {
+        let mut out = Vec::with_capacity(self.deployments.len());
+        for c in self.deployments.values() {
+            let ledger = self
+                .ledger
+                .snapshot(&c.budget.deployment, &c.limits, now)
+                .await?;
+            out.push(DeploymentGauges {
+                tier: c.budget.tier,
+                deployment: c.budget.deployment.clone(),
+                limits: c.limits,
+                remaining_tokens: c.limits.tokens.saturating_sub(ledger.window_tokens),
+                remaining_requests: c.limits.requests.saturating_sub(ledger.window_requests),
+                ledger,
+            });
+        }
+        out.sort_by_key(|g| g.tier);
+        Ok(out)
+    }
+}

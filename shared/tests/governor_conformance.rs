@@ -1,0 +1,334 @@
+//! The ledger rules, run unchanged against the in-memory ledger and the Redis ledger
+//! (a real `redis-server` started by each test).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use stormgate_shared::clock::EpochMillis;
+use stormgate_shared::governor::{
+    Admission, DeploymentBudget, DeploymentName, Governor, GovernorPolicy, Ledger, MemoryLedger,
+    Reconciliation, RedisLedger, Reservation, Throttle, ThrottleKind, WindowLimits,
+};
+use stormgate_shared::job::Tier;
+use stormgate_shared::tokens::Tokens;
+use support::redis_server::RedisServer;
+
+const T0: EpochMillis = EpochMillis(1_800_000_000_000);
+const LIMITS: WindowLimits = WindowLimits {
+    window_ms: 10_000,
+    tokens: 1_000,
+    requests: 3,
+};
+
+fn dep() -> DeploymentName {
+    "gpt-4o-premium".parse().unwrap()
+}
+
+fn at(ms: u64) -> EpochMillis {
+    EpochMillis(T0.0 + ms)
+}
+
+async fn admit(ledger: &dyn Ledger, cost: u64, now: EpochMillis) -> Admission {
+    ledger
+        .admit(&dep(), &LIMITS, Tokens(cost), now)
+        .await
+        .unwrap()
+}
+
+fn reservation(a: Admission) -> Reservation {
+    match a {
+        Admission::Admitted(r) => r,
+        other => panic!("expected an admission, got {other:?}"),
+    }
+}
+
+async fn admits_within_window_and_defers_when_tokens_are_spent(ledger: Arc<dyn Ledger>) {
+    let first = reservation(admit(&*ledger, 600, at(0)).await);
+    assert_eq!(first.tokens, Tokens(600));
+    assert_eq!(first.admitted_at, at(0));
+    assert_eq!(
+        admit(&*ledger, 500, at(1_000)).await,
+        Admission::Deferred {
+            retry_at: at(10_000)
+        }
+    );
+    assert_eq!(
+        admit(&*ledger, 500, at(9_999)).await,
+        Admission::Deferred {
+            retry_at: at(10_000)
+        }
+    );
+    let later = reservation(admit(&*ledger, 500, at(10_000)).await);
+    assert!(later.id != first.id);
+}
+
+async fn defers_when_request_count_is_spent(ledger: Arc<dyn Ledger>) {
+    for i in 0..3 {
+        reservation(admit(&*ledger, 10, at(i * 1_000)).await);
+    }
+    // The fourth call must wait until the first of the three leaves the window.
+    assert_eq!(
+        admit(&*ledger, 10, at(3_000)).await,
+        Admission::Deferred {
+            retry_at: at(10_000)
+        }
+    );
+    reservation(admit(&*ledger, 10, at(10_000)).await);
+    assert_eq!(
+        admit(&*ledger, 10, at(10_500)).await,
+        Admission::Deferred {
+            retry_at: at(11_000)
+        }
+    );
+}
+
+async fn deferral_waits_for_as_many_old_entries_as_needed(ledger: Arc<dyn Ledger>) {
+    reservation(admit(&*ledger, 300, at(0)).await);
+    reservation(admit(&*ledger, 300, at(2_000)).await);
+    reservation(admit(&*ledger, 300, at(4_000)).await);
+    // 900 charged; 650 more needs the first two gone (only 100 free now, 400 at 10 s).
+    assert_eq!(
+        admit(&*ledger, 650, at(5_000)).await,
+        Admission::Deferred {
+            retry_at: at(12_000)
+        }
+    );
+}
+
+async fn refund_of_unused_tokens_makes_room(ledger: Arc<dyn Ledger>) {
+    let r = reservation(admit(&*ledger, 900, at(0)).await);
+    assert!(matches!(
+        admit(&*ledger, 600, at(100)).await,
+        Admission::Deferred { .. }
+    ));
+    assert_eq!(
+        ledger.reconcile(&r, Tokens(300)).await.unwrap(),
+        Reconciliation::Refunded(Tokens(600))
+    );
+    reservation(admit(&*ledger, 600, at(200)).await);
+    let snap = ledger.snapshot(&dep(), &LIMITS, at(300)).await.unwrap();
+    assert_eq!(snap.window_tokens, 900);
+    assert_eq!(snap.window_requests, 2);
+    assert_eq!(snap.refunded_tokens, 600);
+    assert_eq!(snap.used_tokens, 300);
+    assert_eq!(snap.reserved_tokens, 1_500);
+    assert_eq!(snap.admitted, 2);
+    assert_eq!(snap.deferred, 1);
+}
+
+async fn reconciling_twice_or_after_expiry_changes_nothing(ledger: Arc<dyn Ledger>) {
+    let r = reservation(admit(&*ledger, 500, at(0)).await);
+    assert_eq!(
+        ledger.reconcile(&r, Tokens(100)).await.unwrap(),
+        Reconciliation::Refunded(Tokens(400))
+    );
+    assert_eq!(
+        ledger.reconcile(&r, Tokens(0)).await.unwrap(),
+        Reconciliation::Settled
+    );
+    let snap = ledger.snapshot(&dep(), &LIMITS, at(1)).await.unwrap();
+    assert_eq!(snap.window_tokens, 100);
+
+    let old = reservation(admit(&*ledger, 500, at(1_000)).await);
+    let snap = ledger.snapshot(&dep(), &LIMITS, at(20_000)).await.unwrap();
+    assert_eq!(snap.window_tokens, 0);
+    assert_eq!(
+        ledger.reconcile(&old, Tokens(10)).await.unwrap(),
+        Reconciliation::Settled
+    );
+    let snap = ledger.snapshot(&dep(), &LIMITS, at(20_000)).await.unwrap();
+    assert_eq!(
+        snap.window_tokens, 0,
+        "an expired reservation must not touch the new window"
+    );
+}
+
+async fn overrun_is_charged_to_the_window(ledger: Arc<dyn Ledger>) {
+    let r = reservation(admit(&*ledger, 400, at(0)).await);
+    assert_eq!(
+        ledger.reconcile(&r, Tokens(700)).await.unwrap(),
+        Reconciliation::Overran(Tokens(300))
+    );
+    assert_eq!(
+        admit(&*ledger, 400, at(10)).await,
+        Admission::Deferred {
+            retry_at: at(10_000)
+        }
+    );
+}
+
+async fn cooldown_is_respected_and_never_shortened(ledger: Arc<dyn Ledger>) {
+    let until = ledger
+        .throttle(&dep(), ThrottleKind::CoolingDown, at(5_000))
+        .await
+        .unwrap();
+    assert_eq!(until, at(5_000));
+    let until = ledger
+        .throttle(&dep(), ThrottleKind::CoolingDown, at(3_000))
+        .await
+        .unwrap();
+    assert_eq!(until, at(5_000));
+    assert_eq!(
+        admit(&*ledger, 10, at(1_000)).await,
+        Admission::CoolingDown { until: at(5_000) }
+    );
+    reservation(admit(&*ledger, 10, at(5_000)).await);
+    let snap = ledger.snapshot(&dep(), &LIMITS, at(4_000)).await.unwrap();
+    assert_eq!(
+        snap.cooldown_until, None,
+        "the ledger's timeline already passed the cooldown"
+    );
+    assert_eq!(snap.throttles, 2);
+}
+
+async fn down_deployment_answers_down_before_anything_else(ledger: Arc<dyn Ledger>) {
+    ledger
+        .throttle(&dep(), ThrottleKind::CoolingDown, at(1_000))
+        .await
+        .unwrap();
+    ledger
+        .throttle(&dep(), ThrottleKind::Down, at(86_400_000))
+        .await
+        .unwrap();
+    assert_eq!(
+        admit(&*ledger, 10, at(500)).await,
+        Admission::Down {
+            until: at(86_400_000)
+        }
+    );
+    let snap = ledger.snapshot(&dep(), &LIMITS, at(600)).await.unwrap();
+    assert_eq!(snap.down_until, Some(at(86_400_000)));
+    assert_eq!(snap.cooldown_until, Some(at(1_000)));
+}
+
+async fn lagging_clock_cannot_reopen_a_closed_window(ledger: Arc<dyn Ledger>) {
+    reservation(admit(&*ledger, 900, at(20_000)).await);
+    // A caller whose clock lags 15 s is placed on the ledger's timeline.
+    assert_eq!(
+        admit(&*ledger, 200, at(5_000)).await,
+        Admission::Deferred {
+            retry_at: at(30_000)
+        }
+    );
+    let r = reservation(admit(&*ledger, 100, at(5_000)).await);
+    assert_eq!(r.admitted_at, at(20_000));
+}
+
+async fn deployments_have_separate_budgets(ledger: Arc<dyn Ledger>) {
+    let other: DeploymentName = "gpt-4o-mini-standard".parse().unwrap();
+    reservation(admit(&*ledger, 1_000, at(0)).await);
+    let a = ledger
+        .admit(&other, &LIMITS, Tokens(1_000), at(0))
+        .await
+        .unwrap();
+    assert!(matches!(a, Admission::Admitted(_)));
+    ledger
+        .throttle(&other, ThrottleKind::CoolingDown, at(9_000))
+        .await
+        .unwrap();
+    assert_eq!(
+        admit(&*ledger, 10, at(10_000)).await.clone(),
+        reservation_shape()
+    );
+}
+
+fn reservation_shape() -> Admission {
+    Admission::Admitted(Reservation {
+        id: stormgate_shared::governor::ReservationId(2),
+        deployment: dep(),
+        tokens: Tokens(10),
+        admitted_at: at(10_000),
+    })
+}
+
+async fn governor_turns_huge_retry_after_into_down(ledger: Arc<dyn Ledger>) {
+    let governor = Governor::new(
+        ledger,
+        GovernorPolicy::default(),
+        [DeploymentBudget {
+            tier: Tier::Premium,
+            deployment: dep(),
+            tpm: 60_000,
+        }],
+    );
+    let t = governor
+        .report_throttle(&dep(), Duration::from_secs(7), at(0))
+        .await
+        .unwrap();
+    assert_eq!(t, Throttle::CoolingDown { until: at(7_000) });
+    let t = governor
+        .report_throttle(&dep(), Duration::from_secs(86_400), at(0))
+        .await
+        .unwrap();
+    assert_eq!(
+        t,
+        Throttle::Down {
+            until: at(86_400_000)
+        }
+    );
+    assert_eq!(
+        governor
+            .admit(&dep(), Tokens(100), at(8_000))
+            .await
+            .unwrap(),
+        Admission::Down {
+            until: at(86_400_000)
+        }
+    );
+    // 60k TPM, 10% headroom, 10 s window: 9,000 tokens is the largest call there can be.
+    assert_eq!(
+        governor
+            .admit(&dep(), Tokens(9_001), at(8_000))
+            .await
+            .unwrap(),
+        Admission::TooLarge {
+            tokens: Tokens(9_001),
+            limit: Tokens(9_000)
+        }
+    );
+    let gauges = governor.gauges(at(8_000)).await.unwrap();
+    assert_eq!(gauges.len(), 1);
+    assert_eq!(gauges[0].ledger.down_until, Some(at(86_400_000)));
+    assert_eq!(gauges[0].remaining_tokens, 9_000);
+}
+
+macro_rules! conformance {
+    ($($name:ident),* $(,)?) => {
+        mod memory {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    super::$name(std::sync::Arc::new(super::MemoryLedger::new())).await;
+                }
+            )*
+        }
+        mod redis {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    let server = super::RedisServer::start();
+                    let ledger = super::RedisLedger::new(server.connection().await, "test:gov");
+                    super::$name(std::sync::Arc::new(ledger)).await;
+                }
+            )*
+        }
+    };
+}
+
+conformance!(
+    admits_within_window_and_defers_when_tokens_are_spent,
+    defers_when_request_count_is_spent,
+    deferral_waits_for_as_many_old_entries_as_needed,
+    refund_of_unused_tokens_makes_room,
+    reconciling_twice_or_after_expiry_changes_nothing,
+    overrun_is_charged_to_the_window,
+    cooldown_is_respected_and_never_shortened,
+    down_deployment_answers_down_before_anything_else,
+    lagging_clock_cannot_reopen_a_closed_window,
+    deployments_have_separate_budgets,
+    governor_turns_huge_retry_after_into_down,
+);

@@ -1,0 +1,269 @@
+//! Property tests of the governor on virtual time: whatever the arrivals, call sizes,
+//! completion times, usages and 429s, no window ever holds more than the budget.
+//!
+//! The checked statements are the module docs' proof obligations: in any window of the
+//! governor's length, charged tokens ≤ `L_tok` and requests ≤ `L_req`; in any 10 s
+//! window, requests ≤ RPM/6; in any 60 s window, tokens ≤ TPM × (1 − headroom); and
+//! nothing is admitted while the deployment cools down or is down. A reservation's
+//! charge is what the ledger held when it left the window: its real usage if reconciled
+//! while inside, its reservation otherwise.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestRunner};
+use stormgate_shared::clock::EpochMillis;
+use stormgate_shared::governor::{
+    Admission, DeploymentBudget, DeploymentName, Governor, GovernorPolicy, Headroom, Ledger,
+    MemoryLedger, RedisLedger, Reservation, ShortWindow, Throttle,
+};
+use stormgate_shared::job::Tier;
+use stormgate_shared::tokens::Tokens;
+use support::redis_server::RedisServer;
+
+const T0: u64 = 1_800_000_000_000;
+
+#[derive(Debug, Clone)]
+enum Step {
+    /// A call arrives `gap_ms` after the previous step; if admitted it completes after
+    /// `runs_ms`, having used `used_permille`/1000 of its reservation.
+    Call {
+        gap_ms: u64,
+        cost_permille: u16,
+        runs_ms: u64,
+        used_permille: u16,
+    },
+    /// A worker reports a 429 asking to wait `retry_after_ms`.
+    Throttled { gap_ms: u64, retry_after_ms: u64 },
+}
+
+#[derive(Debug, Clone)]
+struct Scenario {
+    tpm: u64,
+    headroom: f64,
+    window_ms: u64,
+    steps: Vec<Step>,
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    // Bursts (gap 0) are as likely as spread arrivals; calls run from instantly to 2 min.
+    let gap = prop_oneof![Just(0u64), 0u64..200, 0u64..5_000, 0u64..30_000];
+    prop_oneof![
+        20 => (gap.clone(), 1u16..=1_050, 0u64..120_000, 0u16..=1_000).prop_map(
+            |(gap_ms, cost_permille, runs_ms, used_permille)| Step::Call { gap_ms, cost_permille, runs_ms, used_permille }
+        ),
+        1 => (gap, prop_oneof![1u64..30_000, 600_000u64..90_000_000]).prop_map(
+            |(gap_ms, retry_after_ms)| Step::Throttled { gap_ms, retry_after_ms }
+        ),
+    ]
+}
+
+fn scenario() -> impl Strategy<Value = Scenario> {
+    (
+        prop_oneof![Just(1_000u64), Just(10_000), 30_000u64..2_000_000],
+        0.0f64..0.5,
+        prop_oneof![Just(10_000u64), Just(5_000), Just(1_000), Just(2_500)],
+        prop::collection::vec(step(), 1..400),
+    )
+        .prop_map(|(tpm, headroom, window_ms, steps)| Scenario {
+            tpm,
+            headroom,
+            window_ms,
+            steps,
+        })
+}
+
+#[derive(Debug)]
+struct Admitted {
+    at: u64,
+    reserved: u64,
+    /// (reconciled at, used)
+    settled: Option<(u64, u64)>,
+}
+
+impl Admitted {
+    fn charge(&self, window_ms: u64) -> u64 {
+        match self.settled {
+            Some((when, used)) if when < self.at + window_ms => used,
+            _ => self.reserved,
+        }
+    }
+}
+
+/// Runs a scenario against a ledger and checks every window afterwards.
+async fn run(
+    ledger: Arc<dyn Ledger>,
+    deployment: DeploymentName,
+    s: &Scenario,
+) -> Result<(), TestCaseError> {
+    let policy = GovernorPolicy {
+        headroom: Headroom::new(s.headroom).unwrap(),
+        window: ShortWindow::from_millis(s.window_ms).unwrap(),
+        down_after: Duration::from_secs(600),
+    };
+    let budget = DeploymentBudget {
+        tier: Tier::Premium,
+        deployment: deployment.clone(),
+        tpm: s.tpm,
+    };
+    let rpm = budget.rpm();
+    let governor = Governor::new(ledger, policy, [budget]);
+    let limits = governor.limits(&deployment).unwrap();
+
+    let mut now = T0;
+    let mut admitted: Vec<Admitted> = Vec::new();
+    let mut running: Vec<(u64, usize, Reservation, u64)> = Vec::new();
+    let mut blocked: Vec<(u64, u64)> = Vec::new();
+    for step in &s.steps {
+        let gap = match step {
+            Step::Call { gap_ms, .. } | Step::Throttled { gap_ms, .. } => *gap_ms,
+        };
+        now += gap;
+        running.sort_by_key(|r| r.0);
+        while running.first().is_some_and(|r| r.0 <= now) {
+            let (done, index, reservation, used) = running.remove(0);
+            governor
+                .reconcile(&reservation, Tokens(used))
+                .await
+                .unwrap();
+            admitted[index].settled = Some((done, used));
+        }
+        match *step {
+            Step::Call {
+                cost_permille,
+                runs_ms,
+                used_permille,
+                ..
+            } => {
+                let cost = (limits.tokens * u64::from(cost_permille) / 1_000).max(1);
+                match governor
+                    .admit(&deployment, Tokens(cost), EpochMillis(now))
+                    .await
+                    .unwrap()
+                {
+                    Admission::Admitted(r) => {
+                        prop_assert!(r.admitted_at.0 >= now);
+                        prop_assert!(
+                            !blocked
+                                .iter()
+                                .any(|&(from, until)| (from..until).contains(&r.admitted_at.0)),
+                            "admitted at {} while cooling down or down",
+                            r.admitted_at.0
+                        );
+                        let used = cost * u64::from(used_permille) / 1_000;
+                        let r_at = r.admitted_at.0;
+                        running.push((now + runs_ms, admitted.len(), r, used));
+                        admitted.push(Admitted {
+                            at: r_at,
+                            reserved: cost,
+                            settled: None,
+                        });
+                    }
+                    Admission::TooLarge { tokens, limit } => {
+                        prop_assert!(tokens > limit || limits.requests == 0)
+                    }
+                    Admission::Deferred { retry_at } => prop_assert!(retry_at.0 > now),
+                    Admission::CoolingDown { until } | Admission::Down { until } => {
+                        prop_assert!(until.0 > now)
+                    }
+                }
+            }
+            Step::Throttled { retry_after_ms, .. } => {
+                let t = governor
+                    .report_throttle(
+                        &deployment,
+                        Duration::from_millis(retry_after_ms),
+                        EpochMillis(now),
+                    )
+                    .await
+                    .unwrap();
+                let (Throttle::CoolingDown { until } | Throttle::Down { until }) = t;
+                blocked.push((now, until.0));
+            }
+        }
+    }
+
+    let window_ms = s.window_ms;
+    let windows = |length: u64| -> Vec<(u64, u64, u64)> {
+        admitted
+            .iter()
+            .map(|start| {
+                let inside = admitted
+                    .iter()
+                    .filter(|a| a.at >= start.at && a.at < start.at + length);
+                let (tokens, requests) =
+                    inside.fold((0u64, 0u64), |(t, r), a| (t + a.charge(window_ms), r + 1));
+                (start.at, tokens, requests)
+            })
+            .collect()
+    };
+    for (at, tokens, requests) in windows(s.window_ms) {
+        prop_assert!(
+            tokens <= limits.tokens,
+            "{tokens} tokens in the window from {at}, limit {}",
+            limits.tokens
+        );
+        prop_assert!(
+            requests <= limits.requests,
+            "{requests} requests in the window from {at}"
+        );
+    }
+    for (at, _, requests) in windows(10_000) {
+        prop_assert!(
+            requests <= rpm / 6,
+            "{requests} requests in 10 s from {at}, RPM {rpm}"
+        );
+    }
+    let minute_tokens = (s.tpm as f64 * (1.0 - s.headroom)).floor() as u64;
+    for (at, tokens, requests) in windows(60_000) {
+        prop_assert!(
+            tokens <= minute_tokens,
+            "{tokens} tokens in 60 s from {at}, budget {minute_tokens}"
+        );
+        prop_assert!(requests <= rpm, "{requests} requests in 60 s from {at}");
+    }
+    Ok(())
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+proptest! {
+    #![proptest_config(Config::with_cases(256))]
+
+    #[test]
+    fn memory_governor_never_exceeds_any_window(s in scenario()) {
+        let deployment: DeploymentName = "premium".parse().unwrap();
+        runtime().block_on(run(Arc::new(MemoryLedger::new()), deployment, &s))?;
+    }
+}
+
+#[test]
+fn redis_governor_never_exceeds_any_window() {
+    let server = RedisServer::start();
+    let rt = runtime();
+    let ledger: Arc<dyn Ledger> = Arc::new(RedisLedger::new(
+        rt.block_on(server.connection()),
+        "prop:gov",
+    ));
+    let case = AtomicU64::new(0);
+    let mut runner = TestRunner::new(Config::with_cases(48));
+    runner
+        .run(&scenario(), |s| {
+            // A fresh deployment per case: cases must not share a window.
+            let n = case.fetch_add(1, Ordering::Relaxed);
+            let deployment: DeploymentName = format!("premium-{n}").parse().unwrap();
+            rt.block_on(run(ledger.clone(), deployment, &s))
+        })
+        .unwrap();
+}
