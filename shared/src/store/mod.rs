@@ -54,6 +54,9 @@ fn is_data_error(error: &::redis::ServerError) -> bool {
     error.code() == "WRONGTYPE" || (error.code() == "ERR" && in_script)
 }
 
+/// How many of its most recently ingested tickets a region's index keeps.
+pub const REGION_INDEX_CAP: usize = 10_000;
+
 /// Everything `classify` writes for one accepted ticket version, applied atomically:
 /// the version check, the ticket snapshot, the instant extractive summary, cancellation
 /// of superseded work, the new jobs, and the region's rollup mark.
@@ -165,8 +168,9 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// `Stale`, and neither writes anything. An accepted record stores the snapshot,
     /// stores the instant summary (unless a better one is stored, see
     /// [`crate::summary::replaces`]), cancels every pending job of older versions,
-    /// queues its jobs (no technician job when the ticket is closed) and marks its
-    /// region's roll-up due.
+    /// queues its jobs (no technician job when the ticket is closed), files the ticket
+    /// under its region (see [`Store::region_tickets`]) and marks the region's roll-up
+    /// due. An empty region counts as none.
     async fn ingest(&self, records: &[IngestRecord]) -> Result<Vec<IngestOutcome>, StoreError>;
 
     /// The latest snapshot stored for a ticket, with its version.
@@ -233,16 +237,9 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     async fn take_due_regions(&self) -> Result<Vec<String>, StoreError>;
 
     /// Up to `limit` tickets of `region` with a stored snapshot, most recently
-    /// ingested first: what a regional roll-up reads. Backends that keep no region
-    /// index say so rather than answer with an empty region.
-    async fn region_tickets(
-        &self,
-        region: &str,
-        limit: usize,
-    ) -> Result<Vec<TicketId>, StoreError> {
-        let _ = (region, limit);
-        Err(StoreError::Unavailable(
-            "this store keeps no region index".to_owned(),
-        ))
-    }
+    /// ingested first: what a regional roll-up reads. A ticket belongs to the region
+    /// of its latest accepted version; each region keeps its latest
+    /// [`REGION_INDEX_CAP`] tickets.
+    async fn region_tickets(&self, region: &str, limit: usize)
+    -> Result<Vec<TicketId>, StoreError>;
 }
