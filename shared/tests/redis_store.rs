@@ -198,3 +198,48 @@ async fn a_foreign_value_at_a_store_key_is_reported_corrupt_not_unavailable() {
     let read = store.summary(&ticket(2), SummaryKind::Technician).await;
     assert!(matches!(read, Err(StoreError::Corrupt(_))), "{read:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_workers_on_separate_connections_never_share_a_job() {
+    let server = start();
+    let producer = server.store("fleet").unwrap();
+    let jobs: Vec<_> = (1..=600).map(|n| technician_job(n, P2, n)).collect();
+    for chunk in jobs.chunks(100) {
+        producer.enqueue(chunk).await.unwrap();
+    }
+
+    let mut workers = Vec::new();
+    for _ in 0..6 {
+        let store = server.store("fleet").unwrap();
+        workers.push(tokio::spawn(async move {
+            let mut acked = Vec::new();
+            loop {
+                let group = store
+                    .lease(
+                        Tier::Premium,
+                        EpochMillis(10_000),
+                        Duration::from_secs(30),
+                        3,
+                        AGING,
+                    )
+                    .await
+                    .unwrap();
+                if group.is_empty() {
+                    return acked;
+                }
+                for lease in group {
+                    assert!(store.ack(&lease).await.unwrap(), "a fresh lease must ack");
+                    acked.push(lease.job.id.to_string());
+                }
+            }
+        }));
+    }
+    let mut all = Vec::new();
+    for worker in workers {
+        all.extend(worker.await.unwrap());
+    }
+
+    let distinct: std::collections::BTreeSet<_> = all.iter().cloned().collect();
+    assert_eq!(all.len(), 600, "every job acked once");
+    assert_eq!(distinct.len(), 600, "no job served twice");
+}
