@@ -42,6 +42,7 @@ pub mod budget;
 pub mod ledger;
 pub mod memory_ledger;
 pub mod redis_ledger;
+pub mod retry_port;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -56,6 +57,7 @@ pub use ledger::{
 };
 pub use memory_ledger::MemoryLedger;
 pub use redis_ledger::RedisLedger;
+pub use retry_port::GovernorRetryPort;
 
 use crate::clock::EpochMillis;
 use crate::job::Tier;
