@@ -277,7 +277,7 @@ pub enum EventRejection {
 }
 
 /// Limits applied before parsing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ParseLimits {
     pub max_event_bytes: usize,
 }

@@ -27,12 +27,17 @@ pub mod metering;
 pub mod prompts;
 pub mod retry;
 pub mod rollup;
+pub mod sample_events;
 pub mod scrubber;
 pub mod severity;
+pub mod snapshot;
 pub mod store;
 pub mod summarize;
 pub mod summary;
+#[cfg(any(test, feature = "test-support"))]
+pub mod testing;
 pub mod ticket_id;
 pub mod ticket_view;
 pub mod token_estimate;
 pub mod tokens;
+pub mod zero_token;
