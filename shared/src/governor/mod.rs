@@ -42,7 +42,6 @@ pub mod budget;
 pub mod ledger;
 pub mod memory_ledger;
 pub mod redis_ledger;
-pub mod retry_port;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -57,7 +56,6 @@ pub use ledger::{
 };
 pub use memory_ledger::MemoryLedger;
 pub use redis_ledger::RedisLedger;
-pub use retry_port::GovernorRetryPort;
 
 use crate::clock::EpochMillis;
 use crate::job::Tier;
