@@ -8,22 +8,18 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // bench code
 
-#[path = "../tests/support/redis_server.rs"]
-#[allow(dead_code)]
-mod redis_server;
-
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use divan::Bencher;
 use divan::counter::ItemsCount;
-use redis_server::RedisServer;
 use stormgate_shared::clock::EpochMillis;
 use stormgate_shared::governor::{
     Admission, DeploymentBudget, DeploymentName, Governor, GovernorPolicy, Ledger, MemoryLedger,
     RedisLedger,
 };
 use stormgate_shared::job::Tier;
+use stormgate_shared::testing::redis_server::RedisServer;
 use stormgate_shared::tokens::Tokens;
 
 static SERVER: Mutex<Option<RedisServer>> = Mutex::new(None);
@@ -35,7 +31,7 @@ static VIRTUAL_NOW: AtomicU64 = AtomicU64::new(1_800_000_000_000);
 const TPM: u64 = 10_000_000_000;
 
 fn main() {
-    let server = RedisServer::start();
+    let server = RedisServer::start().unwrap_or_else(|e| panic!("{e}"));
     URL.set(server.url()).unwrap();
     *SERVER.lock().unwrap() = Some(server);
     report_round_trips();
