@@ -83,6 +83,42 @@ impl BoundedLog {
     }
 }
 
+impl BoundedLog {
+    /// Reads back what [`BoundedLog::render`] wrote (counts and the omission marker included).
+    pub fn parse_rendered(text: &str, report: BoundingReport) -> BoundedLog {
+        let mut log = BoundedLog {
+            report,
+            ..BoundedLog::default()
+        };
+        for line in text.lines() {
+            if let Some(n) = line
+                .strip_prefix("[... ")
+                .and_then(|r| r.strip_suffix(" lines omitted ...]"))
+            {
+                log.omitted = n.parse().unwrap_or(0);
+                continue;
+            }
+            let (text, occurrences) = match line.rsplit_once(" [x") {
+                Some((t, n)) => match n.strip_suffix(']').and_then(|n| n.parse::<u32>().ok()) {
+                    Some(n) => (t, n),
+                    None => (line, 1),
+                },
+                None => (line, 1),
+            };
+            let bounded = BoundedLine {
+                text: text.to_owned(),
+                occurrences,
+            };
+            if log.omitted > 0 {
+                log.tail.push(bounded)
+            } else {
+                log.head.push(bounded)
+            }
+        }
+        log
+    }
+}
+
 fn render_line(out: &mut String, line: &BoundedLine) {
     out.push_str(&line.text);
     if line.occurrences > 1 {
@@ -335,6 +371,22 @@ mod tests {
             n /= 26;
         }
         s
+    }
+
+    #[test]
+    fn rendered_log_reads_back_into_the_same_lines() {
+        let log: String = (0..300)
+            .map(|i| format!("alarm {} on port {}\nevent {}\n", i % 3, i, word(i)))
+            .collect();
+        let b = bound_text(
+            &log,
+            BoundingLimits {
+                max_bytes: 1_500,
+                head_percent: 35,
+            },
+        );
+        assert!(b.omitted > 0);
+        assert_eq!(BoundedLog::parse_rendered(&b.render(), b.report), b);
     }
 
     #[test]
