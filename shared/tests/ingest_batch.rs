@@ -1,6 +1,8 @@
 //! A host-shaped Kafka batch through `classify_batch` into a real store: mixed valid,
 //! duplicate, stale, superseding, closed, malformed and oversized events.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
 use serde_json::Value;
 use stormgate_shared::classifier::Classifier;
 use stormgate_shared::clock::{EpochMillis, ManualClock};
