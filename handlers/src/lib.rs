@@ -4,6 +4,7 @@
 //! environment and the system clock.
 
 pub mod app;
+pub mod cli;
 pub mod config;
 pub mod error;
 pub mod functions;
@@ -13,4 +14,6 @@ pub mod openai;
 pub mod redis_connector;
 pub mod secrets;
 pub mod servicenow;
+pub mod simulator_http;
 pub mod system_clock;
+pub mod telemetry;
