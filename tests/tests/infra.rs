@@ -7,7 +7,7 @@ mod infra_rules;
 
 use anyhow::{Context, anyhow};
 use infra_rules::app_settings::{
-    KnownSetting, SettingsViolation, WrittenSettings, settings_violations, written_settings,
+    KnownSetting, Needed, SettingsViolation, WrittenSettings, settings_violations, written_settings,
 };
 use infra_rules::bicep::{BicepFile, bicep_files_under, fixtures_dir, infra_dir, read_all};
 use infra_rules::model_deployments::{
@@ -47,11 +47,11 @@ fn fixture_settings() -> Vec<KnownSetting> {
     vec![
         KnownSetting {
             name: "STORMGATE_REDIS_URL".into(),
-            required: true,
+            needed: Needed::AtStartUp,
         },
         KnownSetting {
             name: "RUST_LOG".into(),
-            required: false,
+            needed: Needed::Optional,
         },
     ]
 }
