@@ -4,11 +4,16 @@
 //! environment and the system clock.
 
 pub mod app;
+pub mod cli;
 pub mod config;
 pub mod error;
 pub mod functions;
 pub mod invocation;
 pub mod lazy_store;
+pub mod openai;
 pub mod redis_connector;
 pub mod secrets;
+pub mod servicenow;
+pub mod simulator_http;
 pub mod system_clock;
+pub mod telemetry;

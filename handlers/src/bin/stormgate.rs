@@ -1,3 +1,33 @@
 //! The `stormgate` command line: train, simulate, replay, dead letters.
+//!
+//! Each subcommand lives in its own module under `stormgate_handlers::cli`.
 
-fn main() {}
+use clap::{Parser, Subcommand};
+use stormgate_handlers::cli;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "stormgate",
+    version,
+    about = "stormgate operator and development commands"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Fit the severity classifier from labelled history; writes a model and an evaluation report.
+    Train(cli::train::TrainArgs),
+    /// Serve the Azure OpenAI simulator on 127.0.0.1.
+    Simulate(cli::simulate::SimulateArgs),
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    match Cli::parse().command {
+        Command::Train(args) => cli::train::run(&args),
+        Command::Simulate(args) => cli::simulate::run(args).await,
+    }
+}

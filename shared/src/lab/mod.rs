@@ -1,1 +1,6 @@
 //! The storm lab: scenarios, the virtual-time replay engine, policies and the report.
+//!
+//! [`simulator`] is the Azure OpenAI simulator's core (also served over HTTP by
+//! `stormgate simulate`).
+
+pub mod simulator;

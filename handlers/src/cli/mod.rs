@@ -1,0 +1,4 @@
+//! Subcommands of the `stormgate` command line, one module each.
+
+pub mod simulate;
+pub mod train;

@@ -1,0 +1,981 @@
+//! The Azure OpenAI simulator's core: deployments, metering, faults and deterministic
+//! completions, with an in-process [`LlmClient`] on any [`Clock`].
+//!
+//! [`SimulatorCore::decide`] turns one chat request at one instant into an
+//! [`Outcome`]; the storm lab wraps it in [`InProcessSimulator`] (virtual time) and
+//! `stormgate simulate` wraps the same core in an HTTP server (real time). Both meter
+//! with [`crate::metering`], so what the lab measures is what the HTTP tests see.
+//!
+//! Determinism: every random choice (faults, spikes) comes from a per-deployment
+//! SplitMix64 stream seeded from the configuration's seed and the deployment name, so
+//! the same sequence of requests gets the same answers.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::clock::{Clock, EpochMillis};
+use crate::llm::{
+    ChatRequest, Completion, HintSource, LlmClient, LlmError, RateLimitView, Role, ThrottleHint,
+    Usage,
+};
+use crate::metering::{self, Decision, DeploymentMeter, LimitKind, Quota, Throttle};
+
+/// Retry-After of an exhausted daily quota.
+pub const DAILY_QUOTA_RETRY_AFTER: Duration = Duration::from_secs(86_400);
+
+/// Which of Azure's throttle signals a 429 carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum HeaderVariant {
+    /// `retry-after`, `retry-after-ms`, `x-ratelimit-reset-*` and the message text.
+    #[default]
+    Full,
+    RetryAfterOnly,
+    RetryAfterMsOnly,
+    ResetTokensOnly,
+    /// No header at all: only the seconds in the message text.
+    MessageTextOnly,
+}
+
+/// Fault injection for one deployment. Rates are probabilities per request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct Faults {
+    /// Fraction of requests answered 500.
+    pub server_error_rate: f64,
+    /// Fraction of requests that never answer within the client's timeout.
+    pub timeout_rate: f64,
+    /// Fraction of requests whose latency gets `spike_ms` added.
+    pub spike_rate: f64,
+    pub spike_ms: u64,
+    /// Fraction of requests answered 429 although the meter would admit them
+    /// (another tenant of the same quota, say), asking to wait `throttle_retry_after_ms`.
+    pub throttle_rate: f64,
+    pub throttle_retry_after_ms: u64,
+    /// Every request gets a 429 with `retry-after: 86400` (daily quota exhausted).
+    pub daily_quota_exhausted: bool,
+    /// Fraction of requests rejected by the content filter (400, `content_filter`).
+    pub content_filter_rate: f64,
+    pub headers: HeaderVariant,
+}
+
+/// Response time of a deployment: time to first token plus a time per output token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Latency {
+    pub first_token_ms: u64,
+    pub per_output_token_ms: u64,
+}
+
+impl Default for Latency {
+    fn default() -> Self {
+        Latency {
+            first_token_ms: 400,
+            per_output_token_ms: 15,
+        }
+    }
+}
+
+/// One simulated deployment.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeploymentConfig {
+    pub name: String,
+    pub model: String,
+    pub tpm: u64,
+    #[serde(default)]
+    pub request_window: metering::RequestWindow,
+    #[serde(default)]
+    pub latency: Latency,
+    /// Prompt + max_tokens beyond this is rejected with `context_length_exceeded`.
+    #[serde(default = "default_context_tokens")]
+    pub context_tokens: u64,
+    #[serde(default)]
+    pub faults: Faults,
+}
+
+fn default_context_tokens() -> u64 {
+    128_000
+}
+
+impl DeploymentConfig {
+    /// A deployment with default latency, context and no faults.
+    pub fn new(name: &str, model: &str, tpm: u64) -> Self {
+        DeploymentConfig {
+            name: name.to_owned(),
+            model: model.to_owned(),
+            tpm,
+            request_window: metering::RequestWindow::default(),
+            latency: Latency::default(),
+            context_tokens: default_context_tokens(),
+            faults: Faults::default(),
+        }
+    }
+
+    fn quota(&self) -> Quota {
+        Quota {
+            tpm: self.tpm,
+            request_window: self.request_window,
+        }
+    }
+}
+
+/// The whole simulator: its deployments, the seed of its randomness, and the
+/// credentials the HTTP server accepts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SimulatorConfig {
+    #[serde(default)]
+    pub seed: u64,
+    /// The `api-key` header value accepted; `Authorization: Bearer <token>` is
+    /// accepted with any non-empty token (the simulator cannot check Entra tokens).
+    #[serde(default = "default_api_key")]
+    pub api_key: String,
+    /// How long a request injected as a timeout is held before the server gives up.
+    #[serde(default = "default_hang_ms")]
+    pub hang_ms: u64,
+    pub deployments: Vec<DeploymentConfig>,
+}
+
+fn default_api_key() -> String {
+    "simulator-key".to_owned()
+}
+
+fn default_hang_ms() -> u64 {
+    120_000
+}
+
+impl SimulatorConfig {
+    pub fn new(seed: u64, deployments: Vec<DeploymentConfig>) -> Self {
+        SimulatorConfig {
+            seed,
+            api_key: default_api_key(),
+            hang_ms: default_hang_ms(),
+            deployments,
+        }
+    }
+}
+
+/// Counters of one deployment, for tests and reports.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeploymentStats {
+    pub requests: u64,
+    pub succeeded: u64,
+    pub throttled: u64,
+    pub server_errors: u64,
+    pub timeouts: u64,
+    pub rejected: u64,
+    /// What the meter charged at arrival for admitted requests.
+    pub charged_tokens: u64,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    /// Arrival instants of the most recent requests (at most [`ARRIVALS_KEPT`]).
+    pub recent_arrivals: Vec<EpochMillis>,
+}
+
+/// How many arrival instants a deployment remembers for jitter checks.
+pub const ARRIVALS_KEPT: usize = 10_000;
+
+/// A 429 as the simulator answers it: the meter's numbers and the header variant.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ThrottleAnswer {
+    pub limit: LimitKind,
+    pub retry_after: Duration,
+    pub reset_tokens: Duration,
+    pub reset_requests: Duration,
+    pub remaining_tokens: u64,
+    pub remaining_requests: u64,
+    pub headers: HeaderVariant,
+}
+
+impl ThrottleAnswer {
+    fn from_meter(t: Throttle, headers: HeaderVariant) -> Self {
+        ThrottleAnswer {
+            limit: t.limit,
+            retry_after: t.retry_after,
+            reset_tokens: t.reset_tokens,
+            reset_requests: t.reset_requests,
+            remaining_tokens: t.remaining.tokens,
+            remaining_requests: t.remaining.requests,
+            headers,
+        }
+    }
+
+    pub fn retry_after_secs(&self) -> u64 {
+        metering::whole_seconds_up(self.retry_after)
+    }
+
+    pub fn message(&self) -> String {
+        metering::throttle_message(self.limit, self.retry_after_secs())
+    }
+
+    /// The HTTP headers of this 429, as `(name, value)`.
+    pub fn header_pairs(&self) -> Vec<(&'static str, String)> {
+        let secs = self.retry_after_secs().to_string();
+        let ms = u64::try_from(self.retry_after.as_millis())
+            .unwrap_or(u64::MAX)
+            .max(1)
+            .to_string();
+        let reset_tokens = metering::whole_seconds_up(self.reset_tokens.max(self.retry_after));
+        let reset_requests = metering::whole_seconds_up(self.reset_requests);
+        let remaining = [
+            (
+                "x-ratelimit-remaining-tokens",
+                self.remaining_tokens.to_string(),
+            ),
+            (
+                "x-ratelimit-remaining-requests",
+                self.remaining_requests.to_string(),
+            ),
+        ];
+        match self.headers {
+            HeaderVariant::Full => {
+                let mut h = vec![
+                    ("retry-after", secs),
+                    ("retry-after-ms", ms),
+                    ("x-ratelimit-reset-tokens", reset_tokens.to_string()),
+                    ("x-ratelimit-reset-requests", reset_requests.to_string()),
+                ];
+                h.extend(remaining);
+                h
+            }
+            HeaderVariant::RetryAfterOnly => vec![("retry-after", secs)],
+            HeaderVariant::RetryAfterMsOnly => vec![("retry-after-ms", ms)],
+            HeaderVariant::ResetTokensOnly => {
+                vec![("x-ratelimit-reset-tokens", reset_tokens.to_string())]
+            }
+            HeaderVariant::MessageTextOnly => Vec::new(),
+        }
+    }
+
+    /// What a client that reads these headers (most precise first) learns.
+    pub fn hint(&self) -> ThrottleHint {
+        let secs = Duration::from_secs(self.retry_after_secs());
+        let (wait, source) = match self.headers {
+            HeaderVariant::Full | HeaderVariant::RetryAfterMsOnly => (
+                self.retry_after.max(Duration::from_millis(1)),
+                HintSource::RetryAfterMs,
+            ),
+            HeaderVariant::RetryAfterOnly => (secs, HintSource::RetryAfter),
+            HeaderVariant::ResetTokensOnly => (
+                Duration::from_secs(metering::whole_seconds_up(
+                    self.reset_tokens.max(self.retry_after),
+                )),
+                HintSource::ResetTokens,
+            ),
+            HeaderVariant::MessageTextOnly => (secs, HintSource::MessageText),
+        };
+        ThrottleHint {
+            wait: Some(wait),
+            source,
+        }
+    }
+}
+
+/// A successful completion and what the deployment has left afterwards.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SimCompletion {
+    pub id: String,
+    pub text: String,
+    pub model: String,
+    pub usage: Usage,
+    /// `length` when the text was cut at `max_tokens`, else `stop`.
+    pub finish_reason: &'static str,
+    pub remaining_tokens: u64,
+    pub remaining_requests: u64,
+}
+
+/// The simulator's answer to one request, and how long it takes to give it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    Success {
+        completion: SimCompletion,
+        latency: Duration,
+    },
+    Throttled(ThrottleAnswer),
+    ServerError {
+        latency: Duration,
+    },
+    /// The request hangs; the client's timeout decides when it gives up.
+    Timeout,
+    ContentFiltered,
+    ContextLengthExceeded {
+        requested: u64,
+        limit: u64,
+    },
+    UnknownDeployment,
+}
+
+/// Why a fault update was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SimulatorError {
+    #[error("no deployment named {0:?}")]
+    UnknownDeployment(String),
+}
+
+struct DeploymentState {
+    config: DeploymentConfig,
+    meter: DeploymentMeter,
+    rng: SplitMix64,
+    stats: DeploymentStats,
+}
+
+/// Deployments, their meters, their faults and their counters behind one lock.
+pub struct SimulatorCore {
+    deployments: Mutex<BTreeMap<String, DeploymentState>>,
+    api_key: String,
+    hang: Duration,
+}
+
+impl fmt::Debug for SimulatorCore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SimulatorCore")
+            .field("deployments", &self.lock().keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl SimulatorCore {
+    pub fn new(config: &SimulatorConfig) -> Self {
+        let deployments = config
+            .deployments
+            .iter()
+            .map(|d| {
+                let state = DeploymentState {
+                    config: d.clone(),
+                    meter: DeploymentMeter::new(d.quota()),
+                    rng: SplitMix64::new(config.seed ^ fnv1a(d.name.as_bytes())),
+                    stats: DeploymentStats::default(),
+                };
+                (d.name.clone(), state)
+            })
+            .collect();
+        SimulatorCore {
+            deployments: Mutex::new(deployments),
+            api_key: config.api_key.clone(),
+            hang: Duration::from_millis(config.hang_ms),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, BTreeMap<String, DeploymentState>> {
+        // A poisoned lock only means another request panicked mid-update; the
+        // counters are still usable, so carry on rather than take the server down.
+        self.deployments
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub fn api_key(&self) -> &str {
+        &self.api_key
+    }
+
+    /// How long a request injected as a timeout is held.
+    pub fn hang(&self) -> Duration {
+        self.hang
+    }
+
+    pub fn deployment_names(&self) -> Vec<String> {
+        self.lock().keys().cloned().collect()
+    }
+
+    pub fn faults(&self, deployment: &str) -> Result<Faults, SimulatorError> {
+        self.lock()
+            .get(deployment)
+            .map(|d| d.config.faults.clone())
+            .ok_or_else(|| SimulatorError::UnknownDeployment(deployment.to_owned()))
+    }
+
+    /// Switches a deployment's fault mode (tests do this between phases).
+    pub fn set_faults(&self, deployment: &str, faults: Faults) -> Result<(), SimulatorError> {
+        let mut all = self.lock();
+        let d = all
+            .get_mut(deployment)
+            .ok_or_else(|| SimulatorError::UnknownDeployment(deployment.to_owned()))?;
+        d.config.faults = faults;
+        Ok(())
+    }
+
+    pub fn stats(&self, deployment: &str) -> Result<DeploymentStats, SimulatorError> {
+        self.lock()
+            .get(deployment)
+            .map(|d| d.stats.clone())
+            .ok_or_else(|| SimulatorError::UnknownDeployment(deployment.to_owned()))
+    }
+
+    /// Tokens the deployment's meter holds for the minute before `now`.
+    pub fn tokens_in_window(&self, deployment: &str, now: EpochMillis) -> Option<u64> {
+        self.lock()
+            .get_mut(deployment)
+            .map(|d| d.meter.tokens_in_window(now))
+    }
+
+    pub fn model(&self, deployment: &str) -> Option<String> {
+        self.lock().get(deployment).map(|d| d.config.model.clone())
+    }
+
+    /// Decides one request arriving at `now`.
+    pub fn decide(&self, request: &ChatRequest, now: EpochMillis) -> Outcome {
+        let mut all = self.lock();
+        let Some(d) = all.get_mut(&request.deployment) else {
+            return Outcome::UnknownDeployment;
+        };
+        d.stats.requests += 1;
+        if d.stats.recent_arrivals.len() >= ARRIVALS_KEPT {
+            d.stats.recent_arrivals.remove(0);
+        }
+        d.stats.recent_arrivals.push(now);
+        let outcome = decide_for(d, request, now);
+        match &outcome {
+            Outcome::Success { completion, .. } => {
+                d.stats.succeeded += 1;
+                d.stats.prompt_tokens += completion.usage.prompt_tokens;
+                d.stats.completion_tokens += completion.usage.completion_tokens;
+            }
+            Outcome::Throttled(_) => d.stats.throttled += 1,
+            Outcome::ServerError { .. } => d.stats.server_errors += 1,
+            Outcome::Timeout => d.stats.timeouts += 1,
+            Outcome::ContentFiltered | Outcome::ContextLengthExceeded { .. } => {
+                d.stats.rejected += 1
+            }
+            Outcome::UnknownDeployment => {}
+        }
+        outcome
+    }
+}
+
+fn decide_for(d: &mut DeploymentState, request: &ChatRequest, now: EpochMillis) -> Outcome {
+    let faults = d.config.faults.clone();
+    if faults.daily_quota_exhausted {
+        return Outcome::Throttled(ThrottleAnswer {
+            limit: LimitKind::Tokens,
+            retry_after: DAILY_QUOTA_RETRY_AFTER,
+            reset_tokens: DAILY_QUOTA_RETRY_AFTER,
+            reset_requests: Duration::ZERO,
+            remaining_tokens: 0,
+            remaining_requests: 0,
+            headers: faults.headers,
+        });
+    }
+    let prompt_chars = prompt_chars(request);
+    let charge = metering::arrival_charge(prompt_chars, request.max_tokens);
+    let requested = charge.get();
+    if requested > d.config.context_tokens {
+        return Outcome::ContextLengthExceeded {
+            requested,
+            limit: d.config.context_tokens,
+        };
+    }
+    if d.rng.chance(faults.throttle_rate) {
+        let remaining = d.meter.remaining(now);
+        let wait = Duration::from_millis(faults.throttle_retry_after_ms.max(1));
+        return Outcome::Throttled(ThrottleAnswer {
+            limit: LimitKind::Tokens,
+            retry_after: wait,
+            reset_tokens: wait,
+            reset_requests: Duration::ZERO,
+            remaining_tokens: remaining.tokens,
+            remaining_requests: remaining.requests,
+            headers: faults.headers,
+        });
+    }
+    let remaining = match d.meter.try_charge(now, charge) {
+        Decision::Throttled(t) => {
+            return Outcome::Throttled(ThrottleAnswer::from_meter(t, faults.headers));
+        }
+        Decision::Admitted(r) => r,
+    };
+    d.stats.charged_tokens += requested;
+    if d.rng.chance(faults.content_filter_rate) {
+        return Outcome::ContentFiltered;
+    }
+    if d.rng.chance(faults.timeout_rate) {
+        return Outcome::Timeout;
+    }
+    let spike = if d.rng.chance(faults.spike_rate) {
+        Duration::from_millis(faults.spike_ms)
+    } else {
+        Duration::ZERO
+    };
+    if d.rng.chance(faults.server_error_rate) {
+        return Outcome::ServerError {
+            latency: Duration::from_millis(d.config.latency.first_token_ms) + spike,
+        };
+    }
+    let (text, truncated) = completion_text(request);
+    let completion_tokens = approximate_tokens(&text).min(u64::from(request.max_tokens));
+    let prompt_tokens = request
+        .messages
+        .iter()
+        .map(|m| approximate_tokens(&m.content) + MESSAGE_OVERHEAD_TOKENS)
+        .sum::<u64>();
+    let latency = Duration::from_millis(
+        d.config.latency.first_token_ms + d.config.latency.per_output_token_ms * completion_tokens,
+    ) + spike;
+    let id = format!("chatcmpl-{:016x}", d.rng.next_u64());
+    Outcome::Success {
+        completion: SimCompletion {
+            id,
+            text,
+            model: d.config.model.clone(),
+            usage: Usage {
+                prompt_tokens,
+                completion_tokens,
+                total_tokens: prompt_tokens + completion_tokens,
+            },
+            finish_reason: if truncated { "length" } else { "stop" },
+            remaining_tokens: remaining.tokens,
+            remaining_requests: remaining.requests,
+        },
+        latency,
+    }
+}
+
+/// Tokens a chat message costs beyond its content (role and separators).
+const MESSAGE_OVERHEAD_TOKENS: u64 = 4;
+
+fn prompt_chars(request: &ChatRequest) -> u64 {
+    request
+        .messages
+        .iter()
+        .map(|m| m.content.chars().count() as u64)
+        .sum()
+}
+
+/// A fast stand-in for a BPE tokenizer, used for `usage`: every run of letters is one
+/// token per four letters started, every run of digits one per three, every other
+/// visible character one. On alarm logs it lands within a few per cent of o200k
+/// counts, and it costs nothing, which matters when a replay makes ~10⁵ calls.
+pub fn approximate_tokens(text: &str) -> u64 {
+    let mut tokens = 0u64;
+    let mut run_len = 0u64;
+    let mut run_kind = CharKind::Space;
+    for c in text.chars() {
+        let kind = CharKind::of(c);
+        if kind != run_kind || kind == CharKind::Other {
+            tokens += run_kind.tokens(run_len);
+            run_kind = kind;
+            run_len = 0;
+        }
+        run_len += 1;
+    }
+    tokens + run_kind.tokens(run_len)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CharKind {
+    Letter,
+    Digit,
+    Space,
+    Other,
+}
+
+impl CharKind {
+    fn of(c: char) -> CharKind {
+        if c.is_alphabetic() {
+            CharKind::Letter
+        } else if c.is_ascii_digit() {
+            CharKind::Digit
+        } else if c.is_whitespace() {
+            CharKind::Space
+        } else {
+            CharKind::Other
+        }
+    }
+
+    fn tokens(self, run: u64) -> u64 {
+        match self {
+            CharKind::Letter => run.div_ceil(4),
+            CharKind::Digit => run.div_ceil(3),
+            CharKind::Space => 0,
+            CharKind::Other => run,
+        }
+    }
+}
+
+/// Words that make a log line worth a summary sentence, most telling first.
+const SALIENT: &[&str] = &[
+    "dying gasp",
+    "power",
+    "battery",
+    "loss of light",
+    "los",
+    "fibre",
+    "fiber",
+    "down",
+    "bgp",
+    "ospf",
+    "psu",
+    "fail",
+    "restored",
+    "up",
+    "customers",
+    "outage",
+];
+
+/// A deterministic summary of the request's user content: the first line (usually
+/// the ticket's headline), then the most salient distinct lines with their repeat
+/// counts, then the latest line, cut to fit `max_tokens`. Returns the text and whether
+/// it was cut.
+pub fn completion_text(request: &ChatRequest) -> (String, bool) {
+    let user: Vec<&str> = request
+        .messages
+        .iter()
+        .filter(|m| m.role == Role::User)
+        .flat_map(|m| m.content.lines())
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let sentences = salient_sentences(&user);
+    let budget_chars = usize::try_from(request.max_tokens)
+        .unwrap_or(usize::MAX)
+        .saturating_mul(3);
+    let mut text = String::new();
+    let mut truncated = false;
+    for sentence in sentences {
+        let candidate_len = text.len() + sentence.len() + 1;
+        if candidate_len > budget_chars {
+            truncated = true;
+            break;
+        }
+        if !text.is_empty() {
+            text.push(' ');
+        }
+        text.push_str(&sentence);
+    }
+    if text.is_empty() {
+        text = "No log content was provided; the ticket has no recorded activity.".to_owned();
+        let cut: String = text.chars().take(budget_chars.max(1)).collect();
+        truncated = cut.len() < text.len();
+        text = cut;
+    }
+    (text, truncated)
+}
+
+fn salient_sentences(lines: &[&str]) -> Vec<String> {
+    let Some(first) = lines.first() else {
+        return Vec::new();
+    };
+    let mut counts: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+    for (position, line) in lines.iter().enumerate().skip(1) {
+        let key = alarm_shape(line);
+        let entry = counts.entry(key).or_insert((0, position));
+        entry.0 += 1;
+    }
+    let mut ranked: Vec<(usize, usize, usize, String)> = counts
+        .into_iter()
+        .filter_map(|(shape, (count, position))| {
+            let lower = shape.to_lowercase();
+            SALIENT
+                .iter()
+                .position(|w| lower.contains(w))
+                .map(|rank| (rank, position, count, shape))
+        })
+        .collect();
+    ranked.sort();
+    let mut out = vec![sentence(first)];
+    for (_, _, count, shape) in ranked.into_iter().take(3) {
+        let line = if count > 1 {
+            format!("{shape} (seen {count} times)")
+        } else {
+            shape
+        };
+        out.push(sentence(&line));
+    }
+    if let Some(last) = lines.last().filter(|_| lines.len() > 1) {
+        out.push(sentence(&format!("Latest: {}", alarm_shape(last))));
+    }
+    out
+}
+
+/// A log line without its leading timestamp, so repeats of one alarm collapse.
+fn alarm_shape(line: &str) -> String {
+    let rest = line.trim_start_matches(|c: char| {
+        c.is_ascii_digit() || matches!(c, '-' | ':' | '.' | 'T' | 'Z' | ' ' | '+' | '/')
+    });
+    let rest = if rest.is_empty() { line } else { rest };
+    rest.chars().take(200).collect()
+}
+
+fn sentence(text: &str) -> String {
+    let t = text.trim().trim_end_matches(['.', ';', ',']);
+    format!("{t}.")
+}
+
+/// SplitMix64: a tiny, portable, seedable generator, so a seed means the same run on
+/// every platform and every version of every dependency.
+#[derive(Debug, Clone)]
+pub struct SplitMix64(u64);
+
+impl SplitMix64 {
+    pub fn new(seed: u64) -> Self {
+        SplitMix64(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [0, 1).
+    pub fn next_f64(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// True with probability `p`; draws nothing when `p` is zero, so adding a fault
+    /// kind does not shift the random stream of runs that do not use it.
+    pub fn chance(&mut self, p: f64) -> bool {
+        p > 0.0 && self.next_f64() < p
+    }
+
+    /// Uniform in `0..n` (0 when `n` is 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        if n == 0 { 0 } else { self.next_u64() % n }
+    }
+}
+
+/// FNV-1a, for deriving per-name seeds.
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// The simulator as an in-process [`LlmClient`] on `clock`: requests are metered at
+/// the clock's now and answered after the simulated latency, slept on the same clock.
+#[derive(Debug, Clone)]
+pub struct InProcessSimulator {
+    core: Arc<SimulatorCore>,
+    clock: Arc<dyn Clock>,
+    /// How long the caller waits before calling a hung request a timeout.
+    client_timeout: Duration,
+}
+
+impl InProcessSimulator {
+    pub fn new(core: Arc<SimulatorCore>, clock: Arc<dyn Clock>, client_timeout: Duration) -> Self {
+        InProcessSimulator {
+            core,
+            clock,
+            client_timeout,
+        }
+    }
+
+    pub fn core(&self) -> &Arc<SimulatorCore> {
+        &self.core
+    }
+}
+
+#[async_trait]
+impl LlmClient for InProcessSimulator {
+    async fn complete(&self, request: &ChatRequest) -> Result<Completion, LlmError> {
+        let outcome = self.core.decide(request, self.clock.now());
+        match outcome {
+            Outcome::Success {
+                completion,
+                latency,
+            } => {
+                self.clock.sleep(latency.min(self.client_timeout)).await;
+                if latency > self.client_timeout {
+                    return Err(LlmError::Timeout);
+                }
+                Ok(Completion {
+                    text: completion.text,
+                    model: completion.model,
+                    usage: completion.usage,
+                    rate_limit: RateLimitView {
+                        remaining_tokens: Some(completion.remaining_tokens),
+                        remaining_requests: Some(completion.remaining_requests),
+                    },
+                })
+            }
+            Outcome::Throttled(answer) => Err(LlmError::RateLimited {
+                hint: answer.hint(),
+                message: answer.message(),
+            }),
+            Outcome::ServerError { latency } => {
+                self.clock.sleep(latency.min(self.client_timeout)).await;
+                Err(LlmError::Server {
+                    status: 500,
+                    message: SERVER_ERROR_MESSAGE.to_owned(),
+                })
+            }
+            Outcome::Timeout => {
+                self.clock.sleep(self.client_timeout).await;
+                Err(LlmError::Timeout)
+            }
+            Outcome::ContentFiltered => Err(LlmError::ContentFiltered {
+                message: CONTENT_FILTER_MESSAGE.to_owned(),
+            }),
+            Outcome::ContextLengthExceeded { requested, limit } => Err(LlmError::ContextLength {
+                message: context_length_message(requested, limit),
+            }),
+            Outcome::UnknownDeployment => Err(LlmError::Rejected {
+                status: 404,
+                message: DEPLOYMENT_NOT_FOUND_MESSAGE.to_owned(),
+            }),
+        }
+    }
+}
+
+pub const SERVER_ERROR_MESSAGE: &str = "The server had an error while processing your request. \
+     Sorry about that! You can retry your request.";
+pub const CONTENT_FILTER_MESSAGE: &str = "The response was filtered due to the prompt triggering \
+     Azure OpenAI's content management policy. Please modify your prompt and retry.";
+pub const DEPLOYMENT_NOT_FOUND_MESSAGE: &str = "The API deployment for this resource does not \
+     exist. If you created the deployment within the last 5 minutes, please wait a moment and \
+     try again.";
+
+pub fn context_length_message(requested: u64, limit: u64) -> String {
+    format!(
+        "This model's maximum context length is {limit} tokens. However, you requested \
+         {requested} tokens. Please reduce the length of the messages or completion."
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::llm::ChatMessage;
+
+    fn request(deployment: &str, user: &str, max_tokens: u32) -> ChatRequest {
+        ChatRequest {
+            deployment: deployment.to_owned(),
+            messages: vec![
+                ChatMessage {
+                    role: Role::System,
+                    content: "Summarize the ticket in five sentences.".to_owned(),
+                },
+                ChatMessage {
+                    role: Role::User,
+                    content: user.to_owned(),
+                },
+            ],
+            max_tokens,
+            temperature: 0.0,
+        }
+    }
+
+    const LOG: &str = "INC0010001 fibre cut north ring\n\
+        2026-01-12T03:00:01Z RP/0/RP0/CPU0:ar1 LINK-3-UPDOWN: Interface HundredGigE0/0/0/1, changed state to Down\n\
+        2026-01-12T03:00:02Z RP/0/RP0/CPU0:ar1 LINK-3-UPDOWN: Interface HundredGigE0/0/0/1, changed state to Down\n\
+        2026-01-12T03:00:03Z RP/0/RP0/CPU0:ar1 BGP-5-ADJCHANGE: neighbor 10.0.0.2 Down - interface down\n\
+        2026-01-12T03:10:00Z technician dispatched";
+
+    #[test]
+    fn completion_is_an_extractive_summary_of_the_user_content() {
+        let (text, truncated) = completion_text(&request("premium", LOG, 300));
+        assert!(!truncated);
+        assert!(text.starts_with("INC0010001 fibre cut north ring."));
+        assert!(text.contains("changed state to Down (seen 2 times)"));
+        assert!(text.contains("BGP-5-ADJCHANGE"));
+        assert!(text.ends_with("Latest: technician dispatched."));
+        assert!(!text.contains("Summarize the ticket"));
+    }
+
+    #[test]
+    fn completion_fits_max_tokens_and_says_it_was_cut() {
+        let (text, truncated) = completion_text(&request("premium", LOG, 20));
+        assert!(truncated);
+        assert!(approximate_tokens(&text) <= 20);
+    }
+
+    #[tokio::test]
+    async fn in_process_client_meters_on_the_clock_and_sleeps_the_latency() {
+        let mut d = DeploymentConfig::new("premium", "gpt-4o", 1_000);
+        d.latency = Latency {
+            first_token_ms: 500,
+            per_output_token_ms: 10,
+        };
+        let core = Arc::new(SimulatorCore::new(&SimulatorConfig::new(7, vec![d])));
+        let clock = ManualClock::starting_at(EpochMillis(1_000_000));
+        let sim = InProcessSimulator::new(
+            core.clone(),
+            Arc::new(clock.clone()),
+            Duration::from_secs(30),
+        );
+        let done = sim.complete(&request("premium", LOG, 200)).await.unwrap();
+        let expected = 500 + 10 * done.usage.completion_tokens;
+        assert_eq!(clock.now(), EpochMillis(1_000_000 + expected));
+        assert_eq!(done.model, "gpt-4o");
+        // The second call does not fit in the rest of the minute.
+        let err = sim
+            .complete(&request("premium", LOG, 900))
+            .await
+            .unwrap_err();
+        let LlmError::RateLimited { hint, message } = err else {
+            panic!("expected a 429, got {err:?}");
+        };
+        assert_eq!(hint.source, HintSource::RetryAfterMs);
+        assert!(hint.wait.unwrap() > Duration::from_secs(50));
+        assert!(message.contains("exceeded token rate limit"));
+        assert_eq!(core.stats("premium").unwrap().throttled, 1);
+    }
+
+    #[test]
+    fn same_seed_same_faults_other_seed_other_faults() {
+        let faults = Faults {
+            server_error_rate: 0.5,
+            ..Faults::default()
+        };
+        let run = |seed: u64| {
+            let mut d = DeploymentConfig::new("standard", "gpt-4o-mini", 10_000_000);
+            d.faults = faults.clone();
+            let core = SimulatorCore::new(&SimulatorConfig::new(seed, vec![d]));
+            (0..64)
+                .map(|i| {
+                    matches!(
+                        core.decide(&request("standard", LOG, 50), EpochMillis(i * 1_000)),
+                        Outcome::ServerError { .. }
+                    )
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(run(1), run(1));
+        assert_ne!(run(1), run(2));
+        assert!(run(1).iter().any(|e| *e) && run(1).iter().any(|e| !*e));
+    }
+
+    #[test]
+    fn daily_quota_mode_answers_86400_seconds() {
+        let mut d = DeploymentConfig::new("premium", "gpt-4o", 1_000_000);
+        d.faults.daily_quota_exhausted = true;
+        d.faults.headers = HeaderVariant::RetryAfterOnly;
+        let core = SimulatorCore::new(&SimulatorConfig::new(0, vec![d]));
+        let Outcome::Throttled(answer) = core.decide(&request("premium", LOG, 50), EpochMillis(0))
+        else {
+            panic!("expected a 429");
+        };
+        assert_eq!(
+            answer.header_pairs(),
+            vec![("retry-after", "86400".to_owned())]
+        );
+        assert_eq!(answer.hint().wait, Some(Duration::from_secs(86_400)));
+    }
+
+    #[test]
+    fn oversized_requests_exceed_the_context() {
+        let mut d = DeploymentConfig::new("premium", "gpt-4o", 1_000_000);
+        d.context_tokens = 100;
+        let core = SimulatorCore::new(&SimulatorConfig::new(0, vec![d]));
+        assert!(matches!(
+            core.decide(&request("premium", LOG, 50), EpochMillis(0)),
+            Outcome::ContextLengthExceeded { limit: 100, .. }
+        ));
+    }
+
+    #[test]
+    fn approximate_tokens_counts_words_numbers_and_punctuation() {
+        assert_eq!(approximate_tokens(""), 0);
+        assert_eq!(approximate_tokens("link down"), 2);
+        assert_eq!(approximate_tokens("10.0.0.2"), 7);
+        assert_eq!(approximate_tokens("HundredGigE0/0/0/1"), 3 + 7);
+    }
+}
