@@ -174,8 +174,7 @@ mod tests {
         let error = RedisConnector::new(settings, None)
             .connect()
             .await
-            .err()
-            .expect("malformed URL");
+            .expect_err("malformed URL");
         let text = error.to_string();
         assert!(text.contains("STORMGATE_REDIS_URL"), "{text}");
         assert!(!text.contains("hunter2"), "{text}");
