@@ -148,7 +148,7 @@ impl AlarmCounts {
             .map(|&c| (c, self.get(c)))
             .filter(|(_, n)| *n > 0)
             .collect();
-        v.sort_by(|a, b| b.1.cmp(&a.1));
+        v.sort_by_key(|&(_, n)| std::cmp::Reverse(n));
         v
     }
 }
