@@ -39,6 +39,7 @@ const TOKEN_RETRY_DELAY: Duration = Duration::from_secs(10);
 pub struct RedisConnector {
     settings: RedisSettings,
     client_id: Option<String>,
+    namespace: String,
 }
 
 impl RedisConnector {
@@ -47,13 +48,23 @@ impl RedisConnector {
         RedisConnector {
             settings,
             client_id,
+            namespace: NAMESPACE.to_owned(),
+        }
+    }
+
+    /// A connector whose keys live under `namespace` (tests sharing one Redis).
+    pub fn with_namespace(settings: RedisSettings, namespace: &str) -> Self {
+        RedisConnector {
+            namespace: namespace.to_owned(),
+            ..RedisConnector::new(settings, None)
         }
     }
 
     fn store(&self) -> Result<RedisStore, StoreError> {
         let client = redis::Client::open(self.settings.url.expose())
             .map_err(|e| StoreError::Unavailable(format!("STORMGATE_REDIS_URL: {e}")))?;
-        let namespace: Namespace = NAMESPACE
+        let namespace: Namespace = self
+            .namespace
             .parse()
             .map_err(|e| StoreError::Unavailable(format!("namespace: {e}")))?;
         match &self.settings.auth {
