@@ -35,7 +35,7 @@
 //! `L_req` is raised to 1 only if Azure's own `RPM·W/60 s ≥ 1`: never above Azure's limit.) The property tests in `tests/governor_props.rs`
 //! check exactly these statements on random arrivals, sizes and completion times.
 //!
-//! Refunds follow the brief of reconciling with real usage; the service's own meter
+//! A refund frees budget as soon as the real usage is known; the service's own meter
 //! may keep charging its arrival estimate for the rest of its window, which is one
 //! more reason for the headroom.
 //!
