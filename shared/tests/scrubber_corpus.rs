@@ -46,12 +46,12 @@ fn snapshot(ticket: &serde_json::Value) -> TicketSnapshot {
         ParseLimits::default(),
     )
     .unwrap();
-    let log = bound_lines(t.log_lines(), BoundingLimits::default());
+    let log = bound_lines(t.alarm_lines(), BoundingLimits::default());
     let prediction = Classifier::embedded()
         .unwrap()
         .predict(&FeatureInput::from_ticket(&t, &log));
     let routing = prediction.routing.min(t.severity);
-    TicketSnapshot::new(t, log, prediction, routing, EpochMillis(0))
+    TicketSnapshot::new(t, &log, prediction, routing, EpochMillis(0))
 }
 
 fn assert_clean(name: &str, what: &str, text: &str, case: &Case, snap: &TicketSnapshot) {
