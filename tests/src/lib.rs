@@ -3,3 +3,4 @@
 pub mod openai_server;
 pub mod redis_server;
 pub mod servicenow_server;
+pub mod tickets;
