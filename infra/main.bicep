@@ -178,7 +178,7 @@ param searchApiKey string
 // ---- Derived values -------------------------------------------------------------------------------------------
 
 var token = take(uniqueString(subscription().id, resourceGroup().id, namePrefix), 8)
-var compactPrefix = take(replace(namePrefix, '-', ''), 12)
+var compactPrefix = toLower(take(replace(namePrefix, '-', ''), 12))
 var isFlexConsumption = hostingPlanSku == 'FC1'
 var useManagedRedis = redisMode == 'managed'
 var appName = 'func-${namePrefix}-${token}'

@@ -357,6 +357,26 @@ pub const SETTINGS: &[SettingSpec] = &[
         None,
         "User-assigned identity's client id for the storage connection.",
     ),
+    secret(
+        "WEBSITE_CONTENTAZUREFILECONNECTIONSTRING",
+        RequiredWhen("on Elastic Premium"),
+        Host,
+        "Connection string of the Azure Files content share (a Key Vault reference); not used on Flex Consumption.",
+    ),
+    setting(
+        "WEBSITE_CONTENTSHARE",
+        RequiredWhen("on Elastic Premium"),
+        Host,
+        None,
+        "Name of the Azure Files content share; not used on Flex Consumption.",
+    ),
+    setting(
+        "WEBSITE_SKIP_CONTENTSHARE_VALIDATION",
+        Optional,
+        Host,
+        None,
+        "`1` when the content-share connection string is a Key Vault reference the platform cannot validate at creation.",
+    ),
     setting(
         "APPLICATIONINSIGHTS_CONNECTION_STRING",
         Optional,

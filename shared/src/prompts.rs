@@ -113,14 +113,15 @@ pub fn ticket_text(snapshot: &TicketSnapshot, max_chars: usize) -> TicketText {
     if !t.description.trim().is_empty() {
         let _ = writeln!(body, "Description: {}", t.description.trim());
     }
-    if !t.log.is_empty() {
+    let mut journal = snapshot.journal().peekable();
+    if journal.peek().is_some() {
         let _ = writeln!(body, "Work notes (oldest first):");
-        for entry in &t.log {
+        for entry in journal {
             let _ = writeln!(body, "- {}", entry.text.trim());
         }
     }
     let _ = writeln!(body, "Alarm log (repeats collapsed):");
-    body.push_str(&snapshot.log.render());
+    body.push_str(&snapshot.alarm_log().render());
     TicketText {
         number: t.number.clone(),
         body: head_and_tail(&body, max_chars),

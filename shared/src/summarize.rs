@@ -410,9 +410,6 @@ fn group_scrub_context(items: &[Item<'_>]) -> ScrubContext {
         for entry in &t.log {
             context.add_internal_text(&entry.text);
         }
-        for line in s.log.lines() {
-            context.add_internal_text(&line.text);
-        }
     }
     context.people.sort();
     context.people.dedup();

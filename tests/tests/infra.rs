@@ -7,7 +7,7 @@ mod infra_rules;
 
 use anyhow::{Context, anyhow};
 use infra_rules::app_settings::{
-    KnownSetting, SettingsViolation, WrittenSettings, settings_violations, written_settings,
+    KnownSetting, Needed, SettingsViolation, WrittenSettings, settings_violations, written_settings,
 };
 use infra_rules::bicep::{BicepFile, bicep_files_under, fixtures_dir, infra_dir, read_all};
 use infra_rules::model_deployments::{
@@ -16,6 +16,7 @@ use infra_rules::model_deployments::{
 use infra_rules::roles::check_roles;
 use infra_rules::secrets::{check_param_file, check_template};
 use infra_rules::syntax::syntax_problems;
+use stormgate_handlers::config::{ReadBy, Requirement, SETTINGS};
 
 fn infra_file(relative: &str) -> anyhow::Result<BicepFile> {
     BicepFile::read(&infra_dir().join(relative))
@@ -36,10 +37,25 @@ fn settings_of(file: &BicepFile) -> anyhow::Result<WrittenSettings<'_>> {
     written_settings(file).map_err(|reason| anyhow!(reason))
 }
 
-/// The tiers the function app configures (`STORMGATE_<TIER>_DEPLOYMENT`).
-fn tier_names() -> anyhow::Result<Vec<String>> {
-    let app = infra_file("modules/functionapp.bicep")?;
-    Ok(tiers(settings_of(&app)?.names()))
+/// The handler's settings table, as the settings rule reads it: what the handler needs at start-up must be
+/// written on every path, what the host needs on the plans that take it, the rest when configured.
+fn handler_settings() -> Vec<KnownSetting> {
+    SETTINGS
+        .iter()
+        .map(|spec| KnownSetting {
+            name: spec.name.to_owned(),
+            needed: match (spec.required, spec.read_by) {
+                (Requirement::Required, ReadBy::Handler) => Needed::AtStartUp,
+                (Requirement::Required, ReadBy::Host) => Needed::ByTheHost,
+                (Requirement::Optional | Requirement::RequiredWhen(_), _) => Needed::Optional,
+            },
+        })
+        .collect()
+}
+
+/// The tiers the handler reads settings for (`STORMGATE_<TIER>_DEPLOYMENT`).
+fn tier_names() -> Vec<String> {
+    tiers(SETTINGS.iter().map(|spec| spec.name))
 }
 
 /// A small settings table for the fixtures: one required and one optional setting.
@@ -47,11 +63,11 @@ fn fixture_settings() -> Vec<KnownSetting> {
     vec![
         KnownSetting {
             name: "STORMGATE_REDIS_URL".into(),
-            required: true,
+            needed: Needed::AtStartUp,
         },
         KnownSetting {
             name: "RUST_LOG".into(),
-            required: false,
+            needed: Needed::Optional,
         },
     ]
 }
@@ -120,6 +136,31 @@ fn param_file_assignments_parse_as_declarations_of_their_template_parameters() -
 // ---- app settings -----------------------------------------------------------------------------------------
 
 #[test]
+fn function_app_writes_every_setting_the_handler_needs_and_none_it_does_not_know()
+-> anyhow::Result<()> {
+    let app = infra_file("modules/functionapp.bicep")?;
+    assert_eq!(settings_violations(&app, &handler_settings()), vec![]);
+    Ok(())
+}
+
+#[test]
+fn handler_settings_table_marks_start_up_settings_the_rule_enforces() {
+    let needed = handler_settings();
+    let at_start_up: Vec<&str> = needed
+        .iter()
+        .filter(|setting| setting.needed == Needed::AtStartUp)
+        .map(|setting| setting.name.as_str())
+        .collect();
+    for name in [
+        "STORMGATE_REDIS_URL",
+        "AZURE_OPENAI_ENDPOINT",
+        "STORMGATE_PREMIUM_TPM",
+    ] {
+        assert!(at_start_up.contains(&name), "{name}: {at_start_up:?}");
+    }
+}
+
+#[test]
 fn settings_rule_rejects_a_setting_the_handler_does_not_know() -> anyhow::Result<()> {
     let violations = settings_violations(&fixture("settings_unknown.bicep")?, &fixture_settings());
     assert_eq!(
@@ -186,7 +227,7 @@ fn optional_settings_depend_on_their_feature_and_core_settings_are_always_writte
 fn governor_budgets_equal_deployed_capacity_times_1000_from_one_source() -> anyhow::Result<()> {
     let app = infra_file("modules/functionapp.bicep")?;
     let written = settings_of(&app)?;
-    let tiers = tier_names()?;
+    let tiers = tier_names();
     assert_eq!(tiers, vec!["PREMIUM".to_owned(), "STANDARD".to_owned()]);
     let source_param = check_tier_settings(&app, &written, &tiers)
         .map_err(|violations| anyhow!("{violations:?}"))?;
@@ -221,7 +262,7 @@ fn tiers_deploy_different_models_by_default_and_in_every_parameter_file() -> any
     let main = infra_file("main.bicep")?;
     let params = param_files()?;
     let params: Vec<&BicepFile> = params.iter().collect();
-    let violations = check_distinct_models(&main, &params, "modelDeployments", &tier_names()?);
+    let violations = check_distinct_models(&main, &params, "modelDeployments", &tier_names());
     assert_eq!(violations, vec![]);
     Ok(())
 }
@@ -232,7 +273,7 @@ fn model_rule_rejects_tiers_that_default_to_the_same_model() -> anyhow::Result<(
         &fixture("same_model.bicep")?,
         &[],
         "modelDeployments",
-        &tier_names()?,
+        &tier_names(),
     );
     let found = messages(&violations, |v| &v.0);
     assert_eq!(found.len(), 1, "{found:?}");
@@ -247,7 +288,7 @@ fn model_rule_rejects_a_parameter_file_that_gives_both_tiers_one_model() -> anyh
         &infra_file("main.bicep")?,
         &[&overrides],
         "modelDeployments",
-        &tier_names()?,
+        &tier_names(),
     );
     let found = messages(&violations, |v| &v.0);
     assert!(
