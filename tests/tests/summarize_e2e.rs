@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
-use stormgate_e2e::redis_server::RedisServer;
 use stormgate_e2e::tickets::{event, record, ticket};
 use stormgate_handlers::openai::{AzureOpenAiClient, OpenAiAuth, OpenAiConfig};
 use stormgate_handlers::simulator_http::{SimulatorHandle, spawn_simulator};
@@ -28,6 +27,7 @@ use stormgate_shared::store::{AgingPolicy, Store};
 use stormgate_shared::summarize::{
     Deployment, SummarizeOutcome, SummarizeSettings, SummarySource, TierWorker,
 };
+use stormgate_shared::testing::redis_server::RedisServer;
 
 const DEPLOYMENT: &str = "premium-sim";
 const T0: EpochMillis = EpochMillis(1_800_000_000_000);
@@ -44,10 +44,10 @@ struct Lab {
 
 impl Lab {
     async fn start(faults: Faults) -> Lab {
-        let redis = RedisServer::start();
-        let store = RedisStore::new(redis.client(), "e2e".parse().unwrap());
+        let redis = RedisServer::start().expect("start redis-server");
+        let store = redis.store("e2e").unwrap();
         let governor = Governor::new(
-            Arc::new(RedisLedger::new(redis.connection().await, "e2e:gov")),
+            Arc::new(RedisLedger::new(redis_connection(&redis).await, "e2e:gov")),
             GovernorPolicy::default(),
             [DeploymentBudget {
                 tier: Tier::Premium,
@@ -509,4 +509,9 @@ async fn customer_notices_on_the_llm_path_leak_nothing_from_the_tickets() {
             );
         }
     }
+}
+
+async fn redis_connection(redis: &RedisServer) -> redis::aio::ConnectionManager {
+    let client = redis::Client::open(redis.url()).unwrap();
+    redis::aio::ConnectionManager::new(client).await.unwrap()
 }
