@@ -1,14 +1,15 @@
 //! Work-note write-back against a local Table API server and a real redis-server outbox.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
 use std::time::Duration;
 
-use stormgate_e2e::redis_server::RedisServer;
 use stormgate_e2e::servicenow_server::{FakeServiceNow, SnReply};
 use stormgate_handlers::servicenow::{
     DeliveryReport, ServiceNowClient, ServiceNowConfig, WorkNoteOutbox, WorkNoteSink,
 };
 use stormgate_shared::clock::{Clock, EpochMillis, ManualClock};
 use stormgate_shared::summarize::WorkNote;
+use stormgate_shared::testing::redis_server::RedisServer;
 use stormgate_shared::ticket_id::TicketId;
 
 const T0: EpochMillis = EpochMillis(1_800_000_000_000);
@@ -30,14 +31,14 @@ async fn sink(server: &FakeServiceNow, redis: &RedisServer, password: &str) -> W
             timeout: Duration::from_secs(2),
         })
         .unwrap(),
-        outbox: WorkNoteOutbox::new(redis.connection().await, WorkNoteOutbox::DEFAULT_KEY),
+        outbox: WorkNoteOutbox::new(redis_connection(redis).await, WorkNoteOutbox::DEFAULT_KEY),
     }
 }
 
 #[tokio::test]
 async fn notes_are_patched_as_work_notes_with_basic_auth() {
     let server = FakeServiceNow::start("stormgate.integration", "s3cret").await;
-    let redis = RedisServer::start();
+    let redis = RedisServer::start().expect("start redis-server");
     let sink = sink(&server, &redis, "s3cret").await;
     let clock = ManualClock::starting_at(T0);
     let report = sink.deliver_new(&[note(1), note(2)], &clock).await.unwrap();
@@ -58,7 +59,7 @@ async fn notes_are_patched_as_work_notes_with_basic_auth() {
 #[tokio::test]
 async fn a_429_is_honoured_and_the_notes_wait_in_the_outbox_until_retry_after() {
     let server = FakeServiceNow::start("stormgate.integration", "s3cret").await;
-    let redis = RedisServer::start();
+    let redis = RedisServer::start().expect("start redis-server");
     let sink = sink(&server, &redis, "s3cret").await;
     let clock = ManualClock::starting_at(T0);
     server.script([SnReply::RateLimited(120)]);
@@ -94,7 +95,7 @@ async fn a_429_is_honoured_and_the_notes_wait_in_the_outbox_until_retry_after() 
 #[tokio::test]
 async fn server_errors_are_retried_later_and_missing_records_are_dropped() {
     let server = FakeServiceNow::start("stormgate.integration", "s3cret").await;
-    let redis = RedisServer::start();
+    let redis = RedisServer::start().expect("start redis-server");
     let sink = sink(&server, &redis, "s3cret").await;
     let clock = ManualClock::starting_at(T0);
     server.script([SnReply::Status(503), SnReply::Status(404)]);
@@ -120,10 +121,15 @@ async fn server_errors_are_retried_later_and_missing_records_are_dropped() {
 #[tokio::test]
 async fn wrong_credentials_are_rejected_not_retried() {
     let server = FakeServiceNow::start("stormgate.integration", "s3cret").await;
-    let redis = RedisServer::start();
+    let redis = RedisServer::start().expect("start redis-server");
     let sink = sink(&server, &redis, "wrong").await;
     let clock = ManualClock::starting_at(T0);
     let report = sink.deliver_new(&[note(1)], &clock).await.unwrap();
     assert_eq!(report.dropped, 1);
     assert_eq!(sink.outbox.pending().await.unwrap(), 0);
+}
+
+async fn redis_connection(redis: &RedisServer) -> redis::aio::ConnectionManager {
+    let client = redis::Client::open(redis.url()).unwrap();
+    redis::aio::ConnectionManager::new(client).await.unwrap()
 }
