@@ -210,6 +210,8 @@ var coreSettings = {
   AzureWebJobsStorage__credential: 'managedidentity'
   AzureWebJobsStorage__clientId: identityClientId
   APPLICATIONINSIGHTS_CONNECTION_STRING: appInsightsConnectionString
+  // Telemetry signs in as the app identity: Application Insights has local authentication off.
+  APPLICATIONINSIGHTS_AUTHENTICATION_STRING: 'ClientId=${identityClientId};Authorization=AAD'
   AZURE_CLIENT_ID: identityClientId
   AZURE_OPENAI_ENDPOINT: openAiEndpoint
   AZURE_OPENAI_API_VERSION: openAiApiVersion
