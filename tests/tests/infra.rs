@@ -1,7 +1,8 @@
 //! Checks of the Bicep in `infra/` that need no Azure: it parses, it writes exactly the app settings the
 //! handler knows, the governor's budgets equal the deployed capacity, the tiers deploy different models, role
-//! ids are the documented built-in ones, and no secret lives in a default or a parameter file. Every rule is
-//! also shown rejecting a broken fixture from `tests/fixtures/infra/`.
+//! ids are the documented built-in ones, no secret lives in a default or a parameter file, and every setting
+//! and queue the function definitions use is deployed. Every rule is also shown rejecting a broken fixture
+//! from `tests/fixtures/infra/`.
 
 mod infra_rules;
 
@@ -10,6 +11,7 @@ use infra_rules::app_settings::{
     KnownSetting, Needed, SettingsViolation, WrittenSettings, settings_violations, written_settings,
 };
 use infra_rules::bicep::{BicepFile, bicep_files_under, fixtures_dir, infra_dir, read_all};
+use infra_rules::function_bindings::{binding_needs, check_bindings};
 use infra_rules::model_deployments::{
     check_distinct_models, check_shared_source, check_tier_settings, tiers,
 };
@@ -218,6 +220,39 @@ fn optional_settings_depend_on_their_feature_and_core_settings_are_always_writte
             "{always} should always be written"
         );
     }
+    Ok(())
+}
+
+#[test]
+fn every_setting_and_queue_the_function_definitions_use_is_deployed() -> anyhow::Result<()> {
+    let needs = binding_needs(&infra_dir().join("../function-defs"))?;
+    assert!(
+        needs.settings.contains("KAFKA_PASSWORD"),
+        "{:?}",
+        needs.settings
+    );
+    assert!(
+        needs.queues.contains("summarize-premium"),
+        "{:?}",
+        needs.queues
+    );
+    let app = infra_file("modules/functionapp.bicep")?;
+    let violations = check_bindings(&needs, &settings_of(&app)?, &infra_file("main.bicep")?);
+    assert_eq!(violations, vec![]);
+    Ok(())
+}
+
+#[test]
+fn binding_rule_rejects_a_setting_never_written_and_a_queue_never_created() -> anyhow::Result<()> {
+    let needs = binding_needs(&fixtures_dir().join("function-defs"))?;
+    let app = infra_file("modules/functionapp.bicep")?;
+    let found = messages(
+        &check_bindings(&needs, &settings_of(&app)?, &infra_file("main.bicep")?),
+        |v| &v.0,
+    );
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert!(found[0].contains("%KAFKA_ENRICHED_TOPIC%"), "{found:?}");
+    assert!(found[1].contains("`enrich-jobs`"), "{found:?}");
     Ok(())
 }
 

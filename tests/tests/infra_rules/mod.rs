@@ -5,6 +5,7 @@
 
 pub mod app_settings;
 pub mod bicep;
+pub mod function_bindings;
 pub mod model_deployments;
 pub mod roles;
 pub mod secrets;
