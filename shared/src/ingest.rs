@@ -218,13 +218,13 @@ pub fn prepare(
     now: EpochMillis,
 ) -> Result<IngestRecord, String> {
     let policy = ctx.policy;
-    let log = bound_lines(ticket.log_lines(), policy.bounding);
+    let log = bound_lines(ticket.alarm_lines(), policy.bounding);
     let prediction = ctx
         .classifier
         .predict(&FeatureInput::from_ticket(&ticket, &log));
     // The classifier may raise a ticket's severity, never lower what ServiceNow says.
     let routing = prediction.routing.min(ticket.severity);
-    let snapshot = TicketSnapshot::new(ticket, log, prediction, routing, now);
+    let snapshot = TicketSnapshot::new(ticket, &log, prediction, routing, now);
     let t = &snapshot.ticket;
 
     let summary = Summary {
@@ -240,7 +240,7 @@ pub fn prepare(
         created_at: now,
         prompt_version: None,
         input: serde_json::json!({
-            "bounding": snapshot.log.report,
+            "bounding": snapshot.bounding,
             "classification": {
                 "probabilities": snapshot.prediction.probabilities,
                 "most_likely": snapshot.prediction.most_likely,
@@ -253,8 +253,11 @@ pub fn prepare(
     };
 
     let closed = t.is_closed();
-    let prompt_bytes =
-        snapshot.log.report.bytes_out + t.short_description.len() + t.description.len().min(4096);
+    let journal_bytes: usize = snapshot.journal().map(|e| e.text.len()).sum();
+    let prompt_bytes = snapshot.bounding.bytes_out
+        + journal_bytes
+        + t.short_description.len()
+        + t.description.len().min(4096);
     let prompt_tokens = provisional_prompt_tokens_from_bytes(prompt_bytes);
     let mut kinds = Vec::with_capacity(2);
     if !closed {

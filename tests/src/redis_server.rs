@@ -1,5 +1,7 @@
 //! A throwaway `redis-server` for tests and benches: started on a free port, no
 //! persistence, killed when dropped. Fails loudly (never skips) when Redis is missing.
+//! (The same harness as `shared/tests/support/redis_server.rs`.)
+#![allow(clippy::expect_used, clippy::panic)]
 
 use std::net::TcpListener;
 use std::path::Path;
