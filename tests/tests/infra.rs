@@ -15,6 +15,7 @@ use infra_rules::function_bindings::{binding_needs, check_bindings};
 use infra_rules::model_deployments::{
     check_distinct_models, check_shared_source, check_tier_settings, tiers,
 };
+use infra_rules::module_params::check_module_calls;
 use infra_rules::roles::check_roles;
 use infra_rules::secrets::{check_param_file, check_template};
 use infra_rules::syntax::syntax_problems;
@@ -132,6 +133,26 @@ fn param_file_assignments_parse_as_declarations_of_their_template_parameters() -
             );
         }
     }
+    Ok(())
+}
+
+#[test]
+fn main_passes_each_module_exactly_the_parameters_it_declares() -> anyhow::Result<()> {
+    let main = infra_file("main.bicep")?;
+    assert_eq!(main.declarations("module_declaration").len(), 8);
+    assert_eq!(check_module_calls(&main)?, vec![]);
+    Ok(())
+}
+
+#[test]
+fn module_rule_rejects_a_misspelt_and_a_missing_parameter() -> anyhow::Result<()> {
+    let found = messages(&check_module_calls(&fixture("module_call.bicep")?)?, |v| {
+        &v.0
+    });
+    assert_eq!(found.len(), 3, "{found:?}");
+    assert!(found[0].contains("no parameter `tag`"), "{found:?}");
+    assert!(found[1].contains("needs parameter `tags`"), "{found:?}");
+    assert!(found[2].contains("needs parameter `name`"), "{found:?}");
     Ok(())
 }
 

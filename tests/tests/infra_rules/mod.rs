@@ -7,6 +7,7 @@ pub mod app_settings;
 pub mod bicep;
 pub mod function_bindings;
 pub mod model_deployments;
+pub mod module_params;
 pub mod roles;
 pub mod secrets;
 pub mod syntax;
