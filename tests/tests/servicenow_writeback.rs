@@ -1,5 +1,8 @@
 //! Work-note write-back against a local Table API server and a real redis-server outbox.
 
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::time::Duration;
 
 use stormgate_e2e::redis_server::RedisServer;
