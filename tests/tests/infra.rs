@@ -1,12 +1,14 @@
 //! Checks of the Bicep in `infra/` that need no Azure: it parses, it writes exactly the app settings the
 //! handler knows, the governor's budgets equal the deployed capacity, the tiers deploy different models, role
-//! ids are the documented built-in ones, no secret lives in a default or a parameter file, and every setting
-//! and queue the function definitions use is deployed. Every rule is also shown rejecting a broken fixture
+//! ids are the documented built-in ones, no secret lives in a default or a parameter file, every setting and
+//! queue the function definitions use is deployed, modules get exactly their parameters, and API versions are
+//! stable. Every rule is also shown rejecting a broken fixture
 //! from `tests/fixtures/infra/`.
 
 mod infra_rules;
 
 use anyhow::{Context, anyhow};
+use infra_rules::api_versions::preview_api_versions;
 use infra_rules::app_settings::{
     KnownSetting, Needed, SettingsViolation, WrittenSettings, settings_violations, written_settings,
 };
@@ -107,6 +109,27 @@ fn syntax_rule_rejects_an_untyped_parameter_and_an_unclosed_resource() -> anyhow
     assert!(
         problems.iter().any(|problem| problem.what == "missing }"),
         "{problems:?}"
+    );
+    Ok(())
+}
+
+#[test]
+fn every_resource_uses_a_stable_api_version() -> anyhow::Result<()> {
+    for file in read_all(&infra_dir())? {
+        assert_eq!(preview_api_versions(&file), Vec::<String>::new());
+    }
+    Ok(())
+}
+
+#[test]
+fn api_version_rule_rejects_a_preview_version() -> anyhow::Result<()> {
+    let source =
+        "resource cache 'Microsoft.Cache/redisEnterprise@2024-09-01-preview' = {\n  name: 'c'\n}\n";
+    let file = BicepFile::parse("preview.bicep", source.to_owned())?;
+    let found = preview_api_versions(&file);
+    assert_eq!(
+        found,
+        vec!["preview.bicep:1: Microsoft.Cache/redisEnterprise@2024-09-01-preview".to_owned()]
     );
     Ok(())
 }
