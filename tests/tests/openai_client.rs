@@ -1,5 +1,7 @@
 //! The Azure OpenAI REST client against a local server speaking the real shapes.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;

@@ -1,5 +1,7 @@
 //! Work-note write-back against a local Table API server and a real redis-server outbox.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
 use std::time::Duration;
 
 use stormgate_e2e::redis_server::RedisServer;
