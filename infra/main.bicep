@@ -213,6 +213,7 @@ module monitoring 'modules/monitoring.bicep' = {
     workspaceName: 'log-${namePrefix}-${token}'
     appInsightsName: 'appi-${namePrefix}-${token}'
     retentionInDays: logRetentionInDays
+    disableLocalAuth: true
   }
 }
 
@@ -286,6 +287,7 @@ module access 'modules/access.bicep' = {
     openAiAccountName: openAi.outputs.name
     keyVaultName: keyVault.outputs.name
     storageAccountName: storage.outputs.name
+    appInsightsName: monitoring.outputs.appInsightsName
   }
 }
 

@@ -385,6 +385,13 @@ pub const SETTINGS: &[SettingSpec] = &[
         "Application Insights resource receiving logs and traces.",
     ),
     setting(
+        "APPLICATIONINSIGHTS_AUTHENTICATION_STRING",
+        Optional,
+        Host,
+        None,
+        "`ClientId=<identity client id>;Authorization=AAD` when Application Insights accepts Entra ID only.",
+    ),
+    setting(
         "KAFKA_BROKERS",
         Required,
         Host,

@@ -16,6 +16,7 @@ use stormgate_handlers::config::{LogFormat, Settings};
 use stormgate_handlers::lazy_store::{ConnectStore, LazyStore};
 use stormgate_handlers::system_clock::SystemClock;
 use stormgate_handlers::telemetry;
+use stormgate_shared::store::memory::MemoryStore;
 use stormgate_shared::store::{Store, StoreError};
 use tower::ServiceExt;
 
@@ -39,8 +40,21 @@ fn router() -> Router {
     ))
 }
 
+/// The router over a working (in-memory) store.
+fn router_with_store() -> Router {
+    app(AppState::new(
+        Settings::example(),
+        LazyStore::ready(Arc::new(MemoryStore::new())),
+        Arc::new(SystemClock),
+    ))
+}
+
 async fn send(request: Request<Body>) -> (StatusCode, Vec<u8>) {
-    let response = router().oneshot(request).await.unwrap();
+    send_to(router(), request).await
+}
+
+async fn send_to(router: Router, request: Request<Body>) -> (StatusCode, Vec<u8>) {
+    let response = router.oneshot(request).await.unwrap();
     let status = response.status();
     (
         status,
@@ -55,12 +69,16 @@ async fn send(request: Request<Body>) -> (StatusCode, Vec<u8>) {
 }
 
 async fn post_json(path: &str, body: impl Into<Body>) -> (StatusCode, Value) {
+    post_json_to(router(), path, body).await
+}
+
+async fn post_json_to(router: Router, path: &str, body: impl Into<Body>) -> (StatusCode, Value) {
     let request = Request::post(path)
         .header("content-type", "application/json")
         .header(INVOCATION_ID_HEADER, "3f1e7d0a-0000-4000-8000-000000000001")
         .body(body.into())
         .unwrap();
-    let (status, bytes) = send(request).await;
+    let (status, bytes) = send_to(router, request).await;
     (
         status,
         serde_json::from_slice(&bytes)
@@ -95,29 +113,37 @@ async fn root_answers_at_once_without_touching_the_store() {
 
 #[tokio::test]
 async fn classify_accepts_a_host_shaped_double_encoded_kafka_batch() {
-    let (status, body) = post_json("/classify", host_shaped_kafka_invocation().to_string()).await;
-    // Until classification lands the route answers 501 naming it, and nothing else.
-    if status == StatusCode::NOT_IMPLEMENTED {
-        assert_eq!(
-            body,
-            json!({"error": "classification is not implemented yet"})
-        );
-    } else {
-        assert!(status.is_success(), "{status} {body}");
-        assert!(
-            body.get("Outputs").is_some() && body.get("Logs").is_some(),
-            "{body}"
-        );
-    }
+    let (status, body) = post_json_to(
+        router_with_store(),
+        "/classify",
+        host_shaped_kafka_invocation().to_string(),
+    )
+    .await;
+    assert!(status.is_success(), "{status} {body}");
+    assert!(
+        body.get("Outputs").is_some() && body.get("Logs").is_some(),
+        "{body}"
+    );
+    // Both records lack required fields: each is dead-lettered, neither is dropped.
+    assert_eq!(body["ReturnValue"]["dead_lettered"], 2, "{body}");
 }
 
 #[tokio::test]
 async fn classify_accepts_a_plain_kafka_batch() {
     let plain = json!({"Data": {"events": [{"Offset": 1, "Partition": 0, "Topic": "t", "Value": "{}"}]}, "Metadata": {}});
-    let (status, body) = post_json("/classify", plain.to_string()).await;
+    let (status, body) = post_json_to(router_with_store(), "/classify", plain.to_string()).await;
+    assert!(status.is_success(), "{status} {body}");
+    assert_eq!(body["ReturnValue"]["dead_lettered"], 1, "{body}");
+}
+
+#[tokio::test]
+async fn classify_fails_the_invocation_when_nothing_can_be_stored_and_leaks_nothing() {
+    let (status, body) = post_json("/classify", host_shaped_kafka_invocation().to_string()).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    let text = body.to_string();
     assert!(
-        status.is_success() || status == StatusCode::NOT_IMPLEMENTED,
-        "{status} {body}"
+        !text.contains("hunter2") && !text.contains("10.0.0.1"),
+        "{text}"
     );
 }
 

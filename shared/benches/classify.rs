@@ -6,6 +6,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // bench setup
 
+use std::cell::Cell;
+
 use divan::Bencher;
 use divan::counter::ItemsCount;
 use stormgate_shared::classifier::Classifier;
@@ -18,6 +20,7 @@ use stormgate_shared::log_bounding::{BoundedLog, bound_lines};
 use stormgate_shared::sample_events::{rng, storm_event};
 use stormgate_shared::snapshot::TicketSnapshot;
 use stormgate_shared::store::memory::MemoryStore;
+use stormgate_shared::testing::redis_server::RedisServer;
 
 const BATCH: usize = 100;
 
@@ -160,4 +163,38 @@ fn classify_and_enqueue_memory_store(bencher: Bencher) {
             assert_eq!(outcome.accepted as usize, BATCH);
             store
         });
+}
+
+/// Against a local `redis-server` (started here): every batch is a new version of the same
+/// 100 tickets, so each one is accepted and supersedes the previous version's jobs.
+#[divan::bench]
+fn classify_and_enqueue_redis_store(bencher: Bencher) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let server = RedisServer::start().unwrap();
+    let store = server.store("bench").unwrap();
+    let classifier = Classifier::embedded().unwrap();
+    let policy = IngestPolicy::default();
+    let clock = ManualClock::starting_at(EpochMillis(1_764_410_400_000));
+    let version = Cell::new(0u64);
+    bencher
+        .counter(ItemsCount::new(BATCH))
+        .with_inputs(|| {
+            version.set(version.get() + 1);
+            batch(1, version.get())
+        })
+        .bench_local_values(|events| {
+            let ctx = IngestContext {
+                store: &store,
+                clock: &clock,
+                classifier: &classifier,
+                policy: &policy,
+            };
+            let outcome = runtime.block_on(classify_batch(&events, &ctx)).unwrap();
+            assert_eq!(outcome.accepted as usize, BATCH);
+            events
+        });
+    eprintln!("redis round trips over the run: {}", store.round_trips());
 }

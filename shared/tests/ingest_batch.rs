@@ -7,6 +7,7 @@ use serde_json::Value;
 use stormgate_shared::classifier::Classifier;
 use stormgate_shared::clock::{EpochMillis, ManualClock};
 use stormgate_shared::event::CdcHeaders;
+use stormgate_shared::ingest::IngestError;
 use stormgate_shared::ingest::{
     BatchOutcome, IngestContext, IngestPolicy, RawEvent, classify_batch,
 };
@@ -15,6 +16,8 @@ use stormgate_shared::sample_events::{rng, storm_event, sys_id};
 use stormgate_shared::snapshot::TicketSnapshot;
 use stormgate_shared::store::Store;
 use stormgate_shared::store::memory::MemoryStore;
+use stormgate_shared::store::redis::RedisStore;
+use stormgate_shared::testing::redis_server::RedisServer;
 use stormgate_shared::ticket_id::TicketId;
 
 const TOPIC: &str = "servicenow.incident";
@@ -230,6 +233,35 @@ async fn assert_mixed_batch_outcome(store: &dyn Store) {
 #[tokio::test]
 async fn mixed_batch_counts_summaries_jobs_and_dead_letters_in_memory() {
     assert_mixed_batch_outcome(&MemoryStore::new()).await;
+}
+
+#[tokio::test]
+async fn mixed_batch_counts_summaries_jobs_and_dead_letters_in_redis() {
+    let server = RedisServer::start().unwrap_or_else(|e| panic!("{e}"));
+    let store = server.store("ingest-test").unwrap();
+    assert_mixed_batch_outcome(&store).await;
+}
+
+#[tokio::test]
+async fn batch_fails_only_when_redis_is_unreachable() {
+    let server = RedisServer::start().unwrap_or_else(|e| panic!("{e}"));
+    let url = server.url();
+    drop(server); // nothing listens on the port any more
+    let store = RedisStore::new(redis::Client::open(url).unwrap(), "down".parse().unwrap());
+    let clock = ManualClock::starting_at(EpochMillis(1_764_410_400_000));
+    let classifier = Classifier::embedded().unwrap();
+    let policy = policy();
+    let ctx = IngestContext {
+        store: &store,
+        clock: &clock,
+        classifier: &classifier,
+        policy: &policy,
+    };
+    let result = classify_batch(&mixed_batch().events, &ctx).await;
+    assert!(
+        matches!(result, Err(IngestError::StoreUnavailable(_))),
+        "{result:?}"
+    );
 }
 
 #[tokio::test]

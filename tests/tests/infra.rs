@@ -1,18 +1,23 @@
 //! Checks of the Bicep in `infra/` that need no Azure: it parses, it writes exactly the app settings the
 //! handler knows, the governor's budgets equal the deployed capacity, the tiers deploy different models, role
-//! ids are the documented built-in ones, and no secret lives in a default or a parameter file. Every rule is
-//! also shown rejecting a broken fixture from `tests/fixtures/infra/`.
+//! ids are the documented built-in ones, no secret lives in a default or a parameter file, every setting and
+//! queue the function definitions use is deployed, modules get exactly their parameters, and API versions are
+//! stable. Every rule is also shown rejecting a broken fixture
+//! from `tests/fixtures/infra/`.
 
 mod infra_rules;
 
 use anyhow::{Context, anyhow};
+use infra_rules::api_versions::preview_api_versions;
 use infra_rules::app_settings::{
     KnownSetting, Needed, SettingsViolation, WrittenSettings, settings_violations, written_settings,
 };
 use infra_rules::bicep::{BicepFile, bicep_files_under, fixtures_dir, infra_dir, read_all};
+use infra_rules::function_bindings::{binding_needs, check_bindings};
 use infra_rules::model_deployments::{
     check_distinct_models, check_shared_source, check_tier_settings, tiers,
 };
+use infra_rules::module_params::check_module_calls;
 use infra_rules::roles::check_roles;
 use infra_rules::secrets::{check_param_file, check_template};
 use infra_rules::syntax::syntax_problems;
@@ -109,6 +114,27 @@ fn syntax_rule_rejects_an_untyped_parameter_and_an_unclosed_resource() -> anyhow
 }
 
 #[test]
+fn every_resource_uses_a_stable_api_version() -> anyhow::Result<()> {
+    for file in read_all(&infra_dir())? {
+        assert_eq!(preview_api_versions(&file), Vec::<String>::new());
+    }
+    Ok(())
+}
+
+#[test]
+fn api_version_rule_rejects_a_preview_version() -> anyhow::Result<()> {
+    let source =
+        "resource cache 'Microsoft.Cache/redisEnterprise@2024-09-01-preview' = {\n  name: 'c'\n}\n";
+    let file = BicepFile::parse("preview.bicep", source.to_owned())?;
+    let found = preview_api_versions(&file);
+    assert_eq!(
+        found,
+        vec!["preview.bicep:1: Microsoft.Cache/redisEnterprise@2024-09-01-preview".to_owned()]
+    );
+    Ok(())
+}
+
+#[test]
 fn param_file_assignments_parse_as_declarations_of_their_template_parameters() -> anyhow::Result<()>
 {
     let main = infra_file("main.bicep")?;
@@ -130,6 +156,26 @@ fn param_file_assignments_parse_as_declarations_of_their_template_parameters() -
             );
         }
     }
+    Ok(())
+}
+
+#[test]
+fn main_passes_each_module_exactly_the_parameters_it_declares() -> anyhow::Result<()> {
+    let main = infra_file("main.bicep")?;
+    assert_eq!(main.declarations("module_declaration").len(), 8);
+    assert_eq!(check_module_calls(&main)?, vec![]);
+    Ok(())
+}
+
+#[test]
+fn module_rule_rejects_a_misspelt_and_a_missing_parameter() -> anyhow::Result<()> {
+    let found = messages(&check_module_calls(&fixture("module_call.bicep")?)?, |v| {
+        &v.0
+    });
+    assert_eq!(found.len(), 3, "{found:?}");
+    assert!(found[0].contains("no parameter `tag`"), "{found:?}");
+    assert!(found[1].contains("needs parameter `tags`"), "{found:?}");
+    assert!(found[2].contains("needs parameter `name`"), "{found:?}");
     Ok(())
 }
 
@@ -218,6 +264,39 @@ fn optional_settings_depend_on_their_feature_and_core_settings_are_always_writte
             "{always} should always be written"
         );
     }
+    Ok(())
+}
+
+#[test]
+fn every_setting_and_queue_the_function_definitions_use_is_deployed() -> anyhow::Result<()> {
+    let needs = binding_needs(&infra_dir().join("../function-defs"))?;
+    assert!(
+        needs.settings.contains("KAFKA_PASSWORD"),
+        "{:?}",
+        needs.settings
+    );
+    assert!(
+        needs.queues.contains("summarize-premium"),
+        "{:?}",
+        needs.queues
+    );
+    let app = infra_file("modules/functionapp.bicep")?;
+    let violations = check_bindings(&needs, &settings_of(&app)?, &infra_file("main.bicep")?);
+    assert_eq!(violations, vec![]);
+    Ok(())
+}
+
+#[test]
+fn binding_rule_rejects_a_setting_never_written_and_a_queue_never_created() -> anyhow::Result<()> {
+    let needs = binding_needs(&fixtures_dir().join("function-defs"))?;
+    let app = infra_file("modules/functionapp.bicep")?;
+    let found = messages(
+        &check_bindings(&needs, &settings_of(&app)?, &infra_file("main.bicep")?),
+        |v| &v.0,
+    );
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert!(found[0].contains("%KAFKA_ENRICHED_TOPIC%"), "{found:?}");
+    assert!(found[1].contains("`enrich-jobs`"), "{found:?}");
     Ok(())
 }
 
