@@ -1,5 +1,4 @@
 //! The Azure OpenAI REST client against a local server speaking the real shapes.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]

@@ -1,5 +1,4 @@
 //! Work-note write-back against a local Table API server and a real redis-server outbox.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
