@@ -609,7 +609,7 @@ pub(crate) mod tests {
             .await
             .unwrap();
         assert_eq!(llm.seen.lock().unwrap().len(), 1);
-        let prompt = &llm.seen.lock().unwrap()[0].messages[1].content;
+        let prompt = llm.seen.lock().unwrap()[0].messages[1].content.clone();
         assert!(prompt.contains("INC0010001") && prompt.contains("INC0010002"));
         assert_eq!(outcome.acked, 2);
         assert_eq!(outcome.tokens_used, Tokens(1_000));
