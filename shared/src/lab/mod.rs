@@ -3,4 +3,6 @@
 //! [`simulator`] is the Azure OpenAI simulator's core (also served over HTTP by
 //! `stormgate simulate`).
 
+pub mod rng;
+pub mod scenario;
 pub mod simulator;
