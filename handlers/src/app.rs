@@ -6,9 +6,10 @@
 //! built from it and a test compares it with the folders of `function-defs/`.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use axum::Router;
-use axum::extract::Request;
+use axum::extract::{DefaultBodyLimit, Request};
 use axum::http::{HeaderMap, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -27,6 +28,11 @@ pub const INVOCATION_ID_HEADER: &str = "x-azure-functions-invocationid";
 
 /// The prefix the host puts before HTTP-trigger routes (`extensions.http.routePrefix`).
 pub const HTTP_ROUTE_PREFIX: &str = "/api";
+
+/// The largest request body accepted: the Functions host's own HTTP request limit. A
+/// Kafka batch of large tickets easily passes axum's 2 MB default, and refusing it would
+/// fail the whole batch.
+pub const MAX_BODY_BYTES: usize = 100 * 1024 * 1024;
 
 /// What every function gets: the store (connected on first use), the clock, the settings.
 #[derive(Clone, Debug)]
@@ -152,6 +158,7 @@ pub fn app(state: AppState) -> Router {
         // The host polls `GET /` until it answers; it must answer without touching Redis.
         .route("/", get(|| async { "stormgate handler" }))
         .fallback(|| async { ApiError::NotFound("no such route".into()) })
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(middleware::from_fn(invocation_span))
         .with_state(state)
 }
@@ -168,11 +175,15 @@ async fn invocation_span(request: Request, next: Next) -> Response {
         status = tracing::field::Empty,
     );
     async move {
+        let started = Instant::now();
         let response = next.run(request).await;
         let status = response.status();
         tracing::Span::current().record("status", status.as_u16());
+        let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         if status.is_server_error() && status != StatusCode::NOT_IMPLEMENTED {
-            tracing::warn!("invocation failed");
+            tracing::warn!(elapsed_ms, "invocation failed");
+        } else {
+            tracing::info!(elapsed_ms, "answered");
         }
         response.into_response()
     }

@@ -1,8 +1,455 @@
-//! Typed settings, loaded once at start-up from the app settings (environment).
+//! Settings: the one table of every app setting stormgate knows ([`SETTINGS`]), and the
+//! typed [`Settings`] the handler loads from them once at start-up.
+//!
+//! The table drives loading, the README's configuration table, `local.settings.json.example`
+//! and the infrastructure checks, so a setting cannot exist in one place and not another.
+//! Loading takes the variables as a map (never reads the process environment itself), so
+//! tests need not mutate global state.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 
-use crate::secrets::Secret;
+use reqwest::Url;
+
+use crate::secrets::{self, Secret, SecretSource};
+
+/// Whether a setting must be present.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Requirement {
+    Required,
+    Optional,
+    /// Required only under the stated condition (e.g. another setting's value).
+    RequiredWhen(&'static str),
+}
+
+/// Who reads a setting: the handler process, or the Functions host and its bindings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadBy {
+    Handler,
+    Host,
+}
+
+/// One app setting as the table describes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SettingSpec {
+    pub name: &'static str,
+    pub required: Requirement,
+    /// A secret's value never appears in logs or errors; for the handler it may be
+    /// `keyvault:<secret-name>`.
+    pub secret: bool,
+    pub read_by: ReadBy,
+    pub default: Option<&'static str>,
+    pub description: &'static str,
+}
+
+const fn setting(
+    name: &'static str,
+    required: Requirement,
+    read_by: ReadBy,
+    default: Option<&'static str>,
+    description: &'static str,
+) -> SettingSpec {
+    SettingSpec {
+        name,
+        required,
+        secret: false,
+        read_by,
+        default,
+        description,
+    }
+}
+
+const fn secret(
+    name: &'static str,
+    required: Requirement,
+    read_by: ReadBy,
+    description: &'static str,
+) -> SettingSpec {
+    SettingSpec {
+        name,
+        required,
+        secret: true,
+        read_by,
+        default: None,
+        description,
+    }
+}
+
+use ReadBy::{Handler, Host};
+use Requirement::{Optional, Required, RequiredWhen};
+
+pub const PORT: &str = "FUNCTIONS_CUSTOMHANDLER_PORT";
+pub const REDIS_URL: &str = "STORMGATE_REDIS_URL";
+pub const REDIS_AUTH: &str = "STORMGATE_REDIS_AUTH";
+pub const REDIS_USER: &str = "STORMGATE_REDIS_USER";
+pub const AZURE_CLIENT_ID: &str = "AZURE_CLIENT_ID";
+pub const OPENAI_ENDPOINT: &str = "AZURE_OPENAI_ENDPOINT";
+pub const OPENAI_API_VERSION: &str = "AZURE_OPENAI_API_VERSION";
+pub const OPENAI_AUTH: &str = "AZURE_OPENAI_AUTH";
+pub const OPENAI_API_KEY: &str = "AZURE_OPENAI_API_KEY";
+pub const GOVERNOR_HEADROOM: &str = "STORMGATE_GOVERNOR_HEADROOM";
+pub const KEY_VAULT_URL: &str = "STORMGATE_KEY_VAULT_URL";
+pub const CLASSIFIER_MODEL_PATH: &str = "STORMGATE_CLASSIFIER_MODEL_PATH";
+pub const ROUTE_UP_THRESHOLD: &str = "STORMGATE_ROUTE_UP_THRESHOLD";
+pub const SERVICENOW_INSTANCE_URL: &str = "SERVICENOW_INSTANCE_URL";
+pub const SERVICENOW_USERNAME: &str = "SERVICENOW_USERNAME";
+pub const SERVICENOW_PASSWORD: &str = "SERVICENOW_PASSWORD";
+pub const SEARCH_ENDPOINT: &str = "STORMGATE_SEARCH_ENDPOINT";
+pub const SEARCH_INDEX: &str = "STORMGATE_SEARCH_INDEX";
+pub const SEARCH_API_KEY: &str = "STORMGATE_SEARCH_API_KEY";
+pub const LOG_FORMAT: &str = "STORMGATE_LOG_FORMAT";
+pub const RUST_LOG: &str = "RUST_LOG";
+
+/// Every app setting stormgate knows, in documentation order.
+pub const SETTINGS: &[SettingSpec] = &[
+    setting(
+        PORT,
+        Optional,
+        Handler,
+        Some("3000"),
+        "Port the handler listens on (127.0.0.1); set by the Functions host.",
+    ),
+    secret(
+        REDIS_URL,
+        Required,
+        Handler,
+        "Redis endpoint, `redis://` or `rediss://` (TLS); may carry credentials.",
+    ),
+    setting(
+        REDIS_AUTH,
+        Optional,
+        Handler,
+        Some("url"),
+        "`url` (credentials in the URL, or none) or `entra` (managed-identity token).",
+    ),
+    setting(
+        REDIS_USER,
+        RequiredWhen("STORMGATE_REDIS_AUTH=entra"),
+        Handler,
+        None,
+        "Object (principal) id of the identity Redis knows, for `entra` auth.",
+    ),
+    setting(
+        AZURE_CLIENT_ID,
+        Optional,
+        Handler,
+        None,
+        "Client id of the user-assigned managed identity; system-assigned when unset.",
+    ),
+    setting(
+        OPENAI_ENDPOINT,
+        Required,
+        Handler,
+        None,
+        "Azure OpenAI account endpoint, an `https://` URL.",
+    ),
+    setting(
+        OPENAI_API_VERSION,
+        Optional,
+        Handler,
+        Some("2024-10-21"),
+        "Azure OpenAI REST API version.",
+    ),
+    setting(
+        OPENAI_AUTH,
+        Optional,
+        Handler,
+        Some("managed_identity"),
+        "`managed_identity` or `api_key`.",
+    ),
+    secret(
+        OPENAI_API_KEY,
+        RequiredWhen("AZURE_OPENAI_AUTH=api_key"),
+        Handler,
+        "Azure OpenAI API key.",
+    ),
+    setting(
+        PREMIUM.deployment,
+        Required,
+        Handler,
+        None,
+        "Azure OpenAI deployment serving the premium tier.",
+    ),
+    setting(
+        PREMIUM.model,
+        Required,
+        Handler,
+        None,
+        "Model behind the premium deployment (its own quota pool).",
+    ),
+    setting(
+        PREMIUM.tpm,
+        Required,
+        Handler,
+        None,
+        "Premium deployment's tokens per minute (Bicep capacity x 1000).",
+    ),
+    setting(
+        PREMIUM.price_input,
+        Optional,
+        Handler,
+        Some("2.50"),
+        "USD per million input tokens, premium model.",
+    ),
+    setting(
+        PREMIUM.price_output,
+        Optional,
+        Handler,
+        Some("10.00"),
+        "USD per million output tokens, premium model.",
+    ),
+    setting(
+        STANDARD.deployment,
+        Required,
+        Handler,
+        None,
+        "Azure OpenAI deployment serving the standard tier.",
+    ),
+    setting(
+        STANDARD.model,
+        Required,
+        Handler,
+        None,
+        "Model behind the standard deployment (a different model: its own quota pool).",
+    ),
+    setting(
+        STANDARD.tpm,
+        Required,
+        Handler,
+        None,
+        "Standard deployment's tokens per minute (Bicep capacity x 1000).",
+    ),
+    setting(
+        STANDARD.price_input,
+        Optional,
+        Handler,
+        Some("0.15"),
+        "USD per million input tokens, standard model.",
+    ),
+    setting(
+        STANDARD.price_output,
+        Optional,
+        Handler,
+        Some("0.60"),
+        "USD per million output tokens, standard model.",
+    ),
+    setting(
+        GOVERNOR_HEADROOM,
+        Optional,
+        Handler,
+        Some("0.10"),
+        "Fraction of each deployment's budget the governor keeps unused (0 to <1).",
+    ),
+    setting(
+        KEY_VAULT_URL,
+        RequiredWhen("a secret setting is `keyvault:<name>`"),
+        Handler,
+        None,
+        "Key Vault URL for `keyvault:<secret-name>` setting values.",
+    ),
+    setting(
+        CLASSIFIER_MODEL_PATH,
+        Optional,
+        Handler,
+        None,
+        "Classifier model file; the embedded default model when unset.",
+    ),
+    setting(
+        ROUTE_UP_THRESHOLD,
+        Optional,
+        Handler,
+        None,
+        "Cumulative probability (0 to 1] a severity needs to be routed to; the model's own when unset.",
+    ),
+    setting(
+        SERVICENOW_INSTANCE_URL,
+        Optional,
+        Handler,
+        None,
+        "ServiceNow instance `https://` URL; enables work-note write-back.",
+    ),
+    setting(
+        SERVICENOW_USERNAME,
+        RequiredWhen("SERVICENOW_INSTANCE_URL is set"),
+        Handler,
+        None,
+        "ServiceNow user for work-note write-back.",
+    ),
+    secret(
+        SERVICENOW_PASSWORD,
+        RequiredWhen("SERVICENOW_INSTANCE_URL is set"),
+        Handler,
+        "ServiceNow password for work-note write-back.",
+    ),
+    setting(
+        SEARCH_ENDPOINT,
+        Optional,
+        Handler,
+        None,
+        "Azure AI Search endpoint (the three search settings: all or none).",
+    ),
+    setting(
+        SEARCH_INDEX,
+        RequiredWhen("STORMGATE_SEARCH_ENDPOINT is set"),
+        Handler,
+        None,
+        "Azure AI Search index of related knowledge.",
+    ),
+    secret(
+        SEARCH_API_KEY,
+        RequiredWhen("STORMGATE_SEARCH_ENDPOINT is set"),
+        Handler,
+        "Azure AI Search API key.",
+    ),
+    setting(
+        LOG_FORMAT,
+        Optional,
+        Handler,
+        Some("json"),
+        "`json` (one object per line, for Application Insights) or `pretty`.",
+    ),
+    setting(
+        RUST_LOG,
+        Optional,
+        Handler,
+        Some("info"),
+        "Log filter (tracing-subscriber `EnvFilter` syntax).",
+    ),
+    setting(
+        "FUNCTIONS_WORKER_RUNTIME",
+        Required,
+        Host,
+        Some("custom"),
+        "Must be `custom` for a custom handler.",
+    ),
+    setting(
+        "FUNCTIONS_EXTENSION_VERSION",
+        Required,
+        Host,
+        Some("~4"),
+        "Functions runtime version.",
+    ),
+    secret(
+        "AzureWebJobsStorage",
+        Optional,
+        Host,
+        "Storage connection string; local runs use `UseDevelopmentStorage=true` (Azurite). In Azure use the identity-based settings below.",
+    ),
+    setting(
+        "AzureWebJobsStorage__accountName",
+        RequiredWhen("running in Azure"),
+        Host,
+        None,
+        "Storage account of the host and the hand-off queues (identity-based connection).",
+    ),
+    setting(
+        "AzureWebJobsStorage__credential",
+        Optional,
+        Host,
+        Some("managedidentity"),
+        "`managedidentity` for an identity-based storage connection.",
+    ),
+    setting(
+        "AzureWebJobsStorage__clientId",
+        Optional,
+        Host,
+        None,
+        "User-assigned identity's client id for the storage connection.",
+    ),
+    setting(
+        "APPLICATIONINSIGHTS_CONNECTION_STRING",
+        Optional,
+        Host,
+        None,
+        "Application Insights resource receiving logs and traces.",
+    ),
+    setting(
+        "KAFKA_BROKERS",
+        Required,
+        Host,
+        None,
+        "Kafka bootstrap servers, `host:port[,host:port]`.",
+    ),
+    setting(
+        "KAFKA_TOPIC",
+        Required,
+        Host,
+        None,
+        "Topic of ServiceNow incident events.",
+    ),
+    setting(
+        "KAFKA_CONSUMER_GROUP",
+        Required,
+        Host,
+        None,
+        "Consumer group of the classify trigger.",
+    ),
+    setting("KAFKA_USERNAME", Required, Host, None, "SASL user name."),
+    secret(
+        "KAFKA_PASSWORD",
+        Required,
+        Host,
+        "SASL password (a Key Vault reference in Azure).",
+    ),
+    setting(
+        "KAFKA_NOTIFICATIONS_TOPIC",
+        Required,
+        Host,
+        None,
+        "Topic customer status notifications are published to.",
+    ),
+];
+
+/// The table row of setting `name`.
+pub fn spec(name: &str) -> Option<&'static SettingSpec> {
+    SETTINGS.iter().find(|s| s.name == name)
+}
+
+/// The settings table as Markdown, as the README shows it (a test keeps them equal).
+pub fn settings_markdown_table() -> String {
+    let mut table = String::from(
+        "| Setting | Required | Secret | Read by | Default | Description |\n|---|---|---|---|---|---|\n",
+    );
+    for spec in SETTINGS {
+        let required = match spec.required {
+            Requirement::Required => "yes".to_owned(),
+            Requirement::Optional => "no".to_owned(),
+            Requirement::RequiredWhen(condition) => format!("when {condition}"),
+        };
+        let secret = if spec.secret { "yes" } else { "" };
+        let read_by = match spec.read_by {
+            ReadBy::Handler => "handler",
+            ReadBy::Host => "host",
+        };
+        let default = spec.default.map(|d| format!("`{d}`")).unwrap_or_default();
+        table.push_str(&format!(
+            "| `{}` | {required} | {secret} | {read_by} | {default} | {} |\n",
+            spec.name, spec.description
+        ));
+    }
+    table
+}
+
+/// Why start-up cannot continue. Every variant names the setting; none prints a secret.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("setting {name} is missing: {why}")]
+    Missing { name: &'static str, why: String },
+    #[error("setting {name} is malformed: {reason}")]
+    Malformed { name: &'static str, reason: String },
+    #[error(
+        "setting {name} is still a literal @Microsoft.KeyVault(...) reference: the platform could not resolve it \
+         (check that the app's identity may read the secret and the reference is right)"
+    )]
+    UnresolvedKeyVaultReference { name: &'static str },
+    #[error("setting {name}: Key Vault secret {secret_name:?} could not be read: {reason}")]
+    KeyVault {
+        name: &'static str,
+        secret_name: String,
+        reason: String,
+    },
+}
 
 /// Everything the handler reads from its app settings, parsed.
 #[derive(Debug, Clone, PartialEq)]
@@ -86,14 +533,14 @@ pub enum LogFormat {
 }
 
 impl Settings {
-    /// Settings pointing at local services, for tests and local runs.
+    /// What [`Settings::example_vars`] loads to: local services, table defaults.
     pub fn example() -> Settings {
-        let tier = |name: &str| TierSettings {
+        let tier = |name: &str, input: f64, output: f64| TierSettings {
             deployment: format!("{name}-deployment"),
             model: format!("{name}-model"),
             tokens_per_minute: 10_000,
-            price_input_per_1m: 1.0,
-            price_output_per_1m: 4.0,
+            price_input_per_1m: input,
+            price_output_per_1m: output,
         };
         Settings {
             port: 3000,
@@ -107,8 +554,8 @@ impl Settings {
                 api_version: "2024-10-21".into(),
                 auth: OpenAiAuth::ManagedIdentity,
             },
-            premium: tier("premium"),
-            standard: tier("standard"),
+            premium: tier("premium", 2.50, 10.00),
+            standard: tier("standard", 0.15, 0.60),
             governor_headroom: 0.10,
             key_vault_url: None,
             classifier_model_path: None,
@@ -118,5 +565,625 @@ impl Settings {
             log_format: LogFormat::Json,
             rust_log: None,
         }
+    }
+}
+
+/// The app settings as given, with empty values treated as unset (Bicep writes `''` for
+/// optional settings it does not use).
+struct AppSettings {
+    values: HashMap<String, String>,
+}
+
+impl AppSettings {
+    fn new(values: HashMap<String, String>) -> Self {
+        AppSettings { values }
+    }
+
+    fn get(&self, name: &str) -> Option<&str> {
+        self.values
+            .get(name)
+            .map(|v| v.trim())
+            .filter(|v| !v.is_empty())
+    }
+
+    fn required(&self, name: &'static str) -> Result<&str, ConfigError> {
+        self.get(name).ok_or_else(|| ConfigError::Missing {
+            name,
+            why: spec(name).map_or("required", |s| s.description).to_owned(),
+        })
+    }
+
+    fn required_because(&self, name: &'static str, why: &str) -> Result<&str, ConfigError> {
+        self.get(name).ok_or_else(|| ConfigError::Missing {
+            name,
+            why: why.to_owned(),
+        })
+    }
+
+    fn secret(&self, name: &'static str, value: &str) -> Result<Secret, ConfigError> {
+        if value.starts_with(secrets::KEY_VAULT_PREFIX) {
+            return Err(ConfigError::Malformed {
+                name,
+                reason: "the keyvault: reference was not resolved".into(),
+            });
+        }
+        Ok(Secret::new(value))
+    }
+
+    fn required_secret(&self, name: &'static str, why: &str) -> Result<Secret, ConfigError> {
+        self.secret(name, self.required_because(name, why)?)
+    }
+
+    /// Parses `name` with `parse`, or the table's default when unset.
+    fn parsed_or_default<T>(
+        &self,
+        name: &'static str,
+        parse: impl Fn(&str) -> Result<T, String>,
+    ) -> Result<T, ConfigError> {
+        let default = spec(name).and_then(|s| s.default);
+        let Some(raw) = self.get(name).or(default) else {
+            return Err(ConfigError::Missing {
+                name,
+                why: "required".into(),
+            });
+        };
+        parse(raw).map_err(|reason| ConfigError::Malformed { name, reason })
+    }
+
+    fn parsed_optional<T>(
+        &self,
+        name: &'static str,
+        parse: impl Fn(&str) -> Result<T, String>,
+    ) -> Result<Option<T>, ConfigError> {
+        self.get(name)
+            .map(|raw| parse(raw).map_err(|reason| ConfigError::Malformed { name, reason }))
+            .transpose()
+    }
+}
+
+/// Values of handler settings that are literal Key Vault references reach us only when
+/// App Service failed to resolve them: stop, naming the first such setting.
+fn reject_unresolved_references(settings: &AppSettings) -> Result<(), ConfigError> {
+    for spec in SETTINGS.iter().filter(|s| s.read_by == ReadBy::Handler) {
+        if settings
+            .get(spec.name)
+            .is_some_and(|v| v.starts_with("@Microsoft.KeyVault("))
+        {
+            return Err(ConfigError::UnresolvedKeyVaultReference { name: spec.name });
+        }
+    }
+    Ok(())
+}
+
+fn https_url(raw: &str) -> Result<String, String> {
+    let url = Url::parse(raw).map_err(|e| format!("{raw:?} is not a URL: {e}"))?;
+    if url.scheme() != "https" || url.host_str().is_none() {
+        return Err(format!("{raw:?} must be an https:// URL with a host"));
+    }
+    Ok(raw.to_owned())
+}
+
+fn positive_integer(raw: &str) -> Result<u64, String> {
+    match raw.parse::<u64>() {
+        Ok(0) => Err("must be greater than zero".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("{raw:?} is not a whole number")),
+    }
+}
+
+fn non_negative_number(raw: &str) -> Result<f64, String> {
+    match raw.parse::<f64>() {
+        Ok(x) if x.is_finite() && x >= 0.0 => Ok(x),
+        _ => Err(format!("{raw:?} is not a non-negative number")),
+    }
+}
+
+fn fraction_below_one(raw: &str) -> Result<f64, String> {
+    match raw.parse::<f64>() {
+        Ok(x) if (0.0..1.0).contains(&x) => Ok(x),
+        _ => Err(format!(
+            "{raw:?} is not a fraction from 0 up to (not including) 1"
+        )),
+    }
+}
+
+fn probability(raw: &str) -> Result<f64, String> {
+    match raw.parse::<f64>() {
+        Ok(x) if x > 0.0 && x <= 1.0 => Ok(x),
+        _ => Err(format!(
+            "{raw:?} is not a probability above 0 and at most 1"
+        )),
+    }
+}
+
+fn port(raw: &str) -> Result<u16, String> {
+    raw.parse::<u16>()
+        .map_err(|_| format!("{raw:?} is not a TCP port"))
+}
+
+fn log_format(raw: &str) -> Result<LogFormat, String> {
+    match raw {
+        "json" => Ok(LogFormat::Json),
+        "pretty" => Ok(LogFormat::Pretty),
+        other => Err(format!("{other:?} is not `json` or `pretty`")),
+    }
+}
+
+fn redis_settings(settings: &AppSettings) -> Result<RedisSettings, ConfigError> {
+    let url = settings.secret(REDIS_URL, settings.required(REDIS_URL)?)?;
+    // The URL may hold a password: say what is wrong without echoing it.
+    if !(url.expose().starts_with("redis://") || url.expose().starts_with("rediss://")) {
+        return Err(ConfigError::Malformed {
+            name: REDIS_URL,
+            reason: "must start with redis:// or rediss://".into(),
+        });
+    }
+    let auth = settings.parsed_or_default(REDIS_AUTH, |raw| match raw {
+        "url" => Ok(None),
+        "entra" => Ok(Some(())),
+        other => Err(format!("{other:?} is not `url` or `entra`")),
+    })?;
+    let auth = match auth {
+        None => RedisAuth::Url,
+        Some(()) => RedisAuth::Entra {
+            user: settings
+                .required_because(REDIS_USER, "required when STORMGATE_REDIS_AUTH=entra")?
+                .to_owned(),
+        },
+    };
+    Ok(RedisSettings { url, auth })
+}
+
+fn openai_settings(settings: &AppSettings) -> Result<OpenAiSettings, ConfigError> {
+    let endpoint = https_url(settings.required(OPENAI_ENDPOINT)?).map_err(|reason| {
+        ConfigError::Malformed {
+            name: OPENAI_ENDPOINT,
+            reason,
+        }
+    })?;
+    let api_version = settings.parsed_or_default(OPENAI_API_VERSION, |raw| Ok(raw.to_owned()))?;
+    let use_api_key = settings.parsed_or_default(OPENAI_AUTH, |raw| match raw {
+        "managed_identity" => Ok(false),
+        "api_key" => Ok(true),
+        other => Err(format!("{other:?} is not `managed_identity` or `api_key`")),
+    })?;
+    let auth = if use_api_key {
+        OpenAiAuth::ApiKey(
+            settings.required_secret(OPENAI_API_KEY, "required when AZURE_OPENAI_AUTH=api_key")?,
+        )
+    } else {
+        OpenAiAuth::ManagedIdentity
+    };
+    Ok(OpenAiSettings {
+        endpoint,
+        api_version,
+        auth,
+    })
+}
+
+/// The five settings of one tier.
+struct TierNames {
+    deployment: &'static str,
+    model: &'static str,
+    tpm: &'static str,
+    price_input: &'static str,
+    price_output: &'static str,
+}
+
+const PREMIUM: TierNames = TierNames {
+    deployment: "STORMGATE_PREMIUM_DEPLOYMENT",
+    model: "STORMGATE_PREMIUM_MODEL",
+    tpm: "STORMGATE_PREMIUM_TPM",
+    price_input: "STORMGATE_PREMIUM_PRICE_INPUT_PER_1M",
+    price_output: "STORMGATE_PREMIUM_PRICE_OUTPUT_PER_1M",
+};
+
+const STANDARD: TierNames = TierNames {
+    deployment: "STORMGATE_STANDARD_DEPLOYMENT",
+    model: "STORMGATE_STANDARD_MODEL",
+    tpm: "STORMGATE_STANDARD_TPM",
+    price_input: "STORMGATE_STANDARD_PRICE_INPUT_PER_1M",
+    price_output: "STORMGATE_STANDARD_PRICE_OUTPUT_PER_1M",
+};
+
+fn tier_settings(settings: &AppSettings, names: &TierNames) -> Result<TierSettings, ConfigError> {
+    Ok(TierSettings {
+        deployment: settings.required(names.deployment)?.to_owned(),
+        model: settings.required(names.model)?.to_owned(),
+        tokens_per_minute: settings.parsed_or_default(names.tpm, positive_integer)?,
+        price_input_per_1m: settings.parsed_or_default(names.price_input, non_negative_number)?,
+        price_output_per_1m: settings.parsed_or_default(names.price_output, non_negative_number)?,
+    })
+}
+
+fn servicenow_settings(settings: &AppSettings) -> Result<Option<ServiceNowSettings>, ConfigError> {
+    let Some(instance_url) = settings.parsed_optional(SERVICENOW_INSTANCE_URL, https_url)? else {
+        if settings.get(SERVICENOW_USERNAME).is_some()
+            || settings.get(SERVICENOW_PASSWORD).is_some()
+        {
+            return Err(ConfigError::Missing {
+                name: SERVICENOW_INSTANCE_URL,
+                why: "ServiceNow credentials are set but the instance is not".into(),
+            });
+        }
+        return Ok(None);
+    };
+    let why = "required when SERVICENOW_INSTANCE_URL is set";
+    Ok(Some(ServiceNowSettings {
+        instance_url,
+        username: settings
+            .required_because(SERVICENOW_USERNAME, why)?
+            .to_owned(),
+        password: settings.required_secret(SERVICENOW_PASSWORD, why)?,
+    }))
+}
+
+fn search_settings(settings: &AppSettings) -> Result<Option<SearchSettings>, ConfigError> {
+    let group = [SEARCH_ENDPOINT, SEARCH_INDEX, SEARCH_API_KEY];
+    if group.iter().all(|name| settings.get(name).is_none()) {
+        return Ok(None);
+    }
+    let why = "the three STORMGATE_SEARCH_* settings are all set or none";
+    let endpoint =
+        https_url(settings.required_because(SEARCH_ENDPOINT, why)?).map_err(|reason| {
+            ConfigError::Malformed {
+                name: SEARCH_ENDPOINT,
+                reason,
+            }
+        })?;
+    Ok(Some(SearchSettings {
+        endpoint,
+        index: settings.required_because(SEARCH_INDEX, why)?.to_owned(),
+        api_key: settings.required_secret(SEARCH_API_KEY, why)?,
+    }))
+}
+
+impl Settings {
+    /// Parses the settings from app-setting values (secrets already resolved).
+    pub fn from_vars<K, V>(vars: impl IntoIterator<Item = (K, V)>) -> Result<Settings, ConfigError>
+    where
+        K: Into<String>,
+        V: Into<String>,
+    {
+        let settings = AppSettings::new(
+            vars.into_iter()
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect(),
+        );
+        reject_unresolved_references(&settings)?;
+        Ok(Settings {
+            port: settings.parsed_or_default(PORT, port)?,
+            redis: redis_settings(&settings)?,
+            azure_client_id: settings.get(AZURE_CLIENT_ID).map(str::to_owned),
+            openai: openai_settings(&settings)?,
+            premium: tier_settings(&settings, &PREMIUM)?,
+            standard: tier_settings(&settings, &STANDARD)?,
+            governor_headroom: settings.parsed_or_default(GOVERNOR_HEADROOM, fraction_below_one)?,
+            key_vault_url: settings.parsed_optional(KEY_VAULT_URL, https_url)?,
+            classifier_model_path: settings.get(CLASSIFIER_MODEL_PATH).map(PathBuf::from),
+            route_up_threshold: settings.parsed_optional(ROUTE_UP_THRESHOLD, probability)?,
+            servicenow: servicenow_settings(&settings)?,
+            search: search_settings(&settings)?,
+            log_format: settings.parsed_or_default(LOG_FORMAT, log_format)?,
+            rust_log: settings.get(RUST_LOG).map(str::to_owned),
+        })
+    }
+
+    /// Loads the settings at start-up: rejects unresolved Key Vault references, resolves
+    /// `keyvault:<name>` secrets through `open_vault` (called only if some secret needs
+    /// it, with the vault URL and `AZURE_CLIENT_ID`), then parses.
+    pub async fn load<K, V, F>(
+        vars: impl IntoIterator<Item = (K, V)>,
+        open_vault: F,
+    ) -> Result<Settings, ConfigError>
+    where
+        K: Into<String>,
+        V: Into<String>,
+        F: FnOnce(&str, Option<&str>) -> Result<Arc<dyn SecretSource>, String>,
+    {
+        let values: HashMap<String, String> = vars
+            .into_iter()
+            .map(|(k, v)| (k.into(), v.into()))
+            .collect();
+        reject_unresolved_references(&AppSettings::new(values.clone()))?;
+        let resolved = secrets::resolve_vault_references(values, open_vault).await?;
+        Settings::from_vars(resolved)
+    }
+
+    /// The smallest set of app settings the handler starts with (local services).
+    pub fn example_vars() -> Vec<(&'static str, &'static str)> {
+        vec![
+            (REDIS_URL, "redis://127.0.0.1:6379"),
+            (OPENAI_ENDPOINT, "https://example.openai.azure.com/"),
+            ("STORMGATE_PREMIUM_DEPLOYMENT", "premium-deployment"),
+            ("STORMGATE_PREMIUM_MODEL", "premium-model"),
+            ("STORMGATE_PREMIUM_TPM", "10000"),
+            ("STORMGATE_STANDARD_DEPLOYMENT", "standard-deployment"),
+            ("STORMGATE_STANDARD_MODEL", "standard-model"),
+            ("STORMGATE_STANDARD_TPM", "10000"),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    fn vars_with(changes: &[(&'static str, &'static str)]) -> HashMap<String, String> {
+        let mut vars: HashMap<String, String> = Settings::example_vars()
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect();
+        for (name, value) in changes {
+            vars.insert(name.to_string(), value.to_string());
+        }
+        vars
+    }
+
+    fn vars_without(name: &str) -> HashMap<String, String> {
+        let mut vars = vars_with(&[]);
+        vars.remove(name);
+        vars
+    }
+
+    #[test]
+    fn the_example_settings_load_with_table_defaults() {
+        assert_eq!(
+            Settings::from_vars(vars_with(&[])).unwrap(),
+            Settings::example()
+        );
+    }
+
+    #[test]
+    fn every_missing_required_handler_setting_is_named() {
+        let required = SETTINGS
+            .iter()
+            .filter(|s| s.read_by == ReadBy::Handler && s.required == Requirement::Required);
+        let mut checked = 0;
+        for spec in required {
+            let err = Settings::from_vars(vars_without(spec.name)).unwrap_err();
+            assert!(
+                matches!(err, ConfigError::Missing { name, .. } if name == spec.name),
+                "{}: {err}",
+                spec.name
+            );
+            assert!(err.to_string().contains(spec.name));
+            checked += 1;
+        }
+        assert_eq!(
+            checked, 8,
+            "the example holds exactly the required handler settings"
+        );
+    }
+
+    #[test]
+    fn an_empty_value_counts_as_missing() {
+        let err = Settings::from_vars(vars_with(&[(OPENAI_ENDPOINT, "  ")])).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ConfigError::Missing {
+                    name: OPENAI_ENDPOINT,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_literal_key_vault_reference_stops_loading_naming_the_setting() {
+        let reference =
+            "@Microsoft.KeyVault(SecretUri=https://v.vault.azure.net/secrets/openai-key/)";
+        let err = Settings::from_vars(vars_with(&[
+            (OPENAI_API_KEY, reference),
+            (OPENAI_AUTH, "api_key"),
+        ]))
+        .unwrap_err();
+        assert_eq!(
+            err,
+            ConfigError::UnresolvedKeyVaultReference {
+                name: OPENAI_API_KEY
+            }
+        );
+        assert!(err.to_string().contains(OPENAI_API_KEY));
+        assert!(
+            !err.to_string().contains("openai-key/"),
+            "the reference itself is not repeated"
+        );
+    }
+
+    #[tokio::test]
+    async fn load_rejects_a_literal_reference_before_opening_any_vault() {
+        let vars = vars_with(&[(
+            REDIS_URL,
+            "@Microsoft.KeyVault(VaultName=v;SecretName=redis)",
+        )]);
+        let err = Settings::load(vars, |_, _| Err("must not be called".to_owned()))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err,
+            ConfigError::UnresolvedKeyVaultReference { name: REDIS_URL }
+        );
+    }
+
+    #[test]
+    fn malformed_values_are_named_with_the_reason() {
+        for (name, value, reason) in [
+            ("STORMGATE_PREMIUM_TPM", "ten thousand", "whole number"),
+            ("STORMGATE_STANDARD_TPM", "0", "greater than zero"),
+            (
+                OPENAI_ENDPOINT,
+                "http://example.openai.azure.com/",
+                "https://",
+            ),
+            (GOVERNOR_HEADROOM, "1.5", "fraction"),
+            (PORT, "70000", "port"),
+            (LOG_FORMAT, "xml", "pretty"),
+            (REDIS_AUTH, "password", "entra"),
+            (ROUTE_UP_THRESHOLD, "0", "probability"),
+            (
+                "STORMGATE_STANDARD_PRICE_INPUT_PER_1M",
+                "-1",
+                "non-negative",
+            ),
+        ] {
+            let err = Settings::from_vars(vars_with(&[(name, value)])).unwrap_err();
+            assert!(
+                matches!(&err, ConfigError::Malformed { name: n, .. } if *n == name),
+                "{name}: {err}"
+            );
+            assert!(err.to_string().contains(reason), "{name}: {err}");
+        }
+    }
+
+    #[test]
+    fn secrets_are_redacted_in_settings_and_never_echoed_in_errors() {
+        let planted = "planted-secret-4f1c";
+        let vars = vars_with(&[
+            (OPENAI_AUTH, "api_key"),
+            (OPENAI_API_KEY, planted),
+            (
+                REDIS_URL,
+                "rediss://:planted-secret-4f1c@cache.example:10000",
+            ),
+        ]);
+        let settings = Settings::from_vars(vars).unwrap();
+        assert!(!format!("{settings:?}").contains(planted));
+        assert_eq!(
+            settings.openai.auth,
+            OpenAiAuth::ApiKey(Secret::new(planted))
+        );
+
+        let err = Settings::from_vars(vars_with(&[(
+            REDIS_URL,
+            "http://:planted-secret-4f1c@cache",
+        )]))
+        .unwrap_err();
+        assert!(matches!(
+            err,
+            ConfigError::Malformed {
+                name: REDIS_URL,
+                ..
+            }
+        ));
+        assert!(
+            !err.to_string().contains(planted) && !format!("{err:?}").contains(planted),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn conditional_settings_are_required_under_their_condition() {
+        let err = Settings::from_vars(vars_with(&[(REDIS_AUTH, "entra")])).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ConfigError::Missing {
+                    name: REDIS_USER,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        let entra =
+            Settings::from_vars(vars_with(&[(REDIS_AUTH, "entra"), (REDIS_USER, "oid")])).unwrap();
+        assert_eq!(entra.redis.auth, RedisAuth::Entra { user: "oid".into() });
+
+        let err = Settings::from_vars(vars_with(&[(OPENAI_AUTH, "api_key")])).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ConfigError::Missing {
+                    name: OPENAI_API_KEY,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+
+        let err = Settings::from_vars(vars_with(&[(
+            SERVICENOW_INSTANCE_URL,
+            "https://x.service-now.com",
+        )]))
+        .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ConfigError::Missing {
+                    name: SERVICENOW_USERNAME,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        let err = Settings::from_vars(vars_with(&[(SERVICENOW_PASSWORD, "p")])).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ConfigError::Missing {
+                    name: SERVICENOW_INSTANCE_URL,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+
+        let err = Settings::from_vars(vars_with(&[(SEARCH_INDEX, "kb")])).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ConfigError::Missing {
+                    name: SEARCH_ENDPOINT,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        let search = Settings::from_vars(vars_with(&[
+            (SEARCH_ENDPOINT, "https://s.search.windows.net"),
+            (SEARCH_INDEX, "kb"),
+            (SEARCH_API_KEY, "k"),
+        ]))
+        .unwrap();
+        assert_eq!(search.search.map(|s| s.index), Some("kb".into()));
+    }
+
+    #[test]
+    fn an_unresolved_keyvault_prefix_is_not_taken_as_the_secret() {
+        let err = Settings::from_vars(vars_with(&[
+            (OPENAI_AUTH, "api_key"),
+            (OPENAI_API_KEY, "keyvault:openai-key"),
+        ]))
+        .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ConfigError::Malformed {
+                    name: OPENAI_API_KEY,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn the_table_names_each_setting_once_and_defaults_parse() {
+        let names: BTreeSet<&str> = SETTINGS.iter().map(|s| s.name).collect();
+        assert_eq!(names.len(), SETTINGS.len());
+        assert!(
+            SETTINGS.iter().all(|s| !(s.secret && s.default.is_some())),
+            "secrets have no defaults"
+        );
+        assert!(
+            SETTINGS
+                .iter()
+                .all(|s| !(s.required == Requirement::Required
+                    && s.read_by == ReadBy::Handler
+                    && s.default.is_some()))
+        );
     }
 }

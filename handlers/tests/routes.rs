@@ -12,9 +12,10 @@ use axum::http::{Request, StatusCode};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use stormgate_handlers::app::{AppState, FUNCTIONS, INVOCATION_ID_HEADER, app};
-use stormgate_handlers::config::Settings;
+use stormgate_handlers::config::{LogFormat, Settings};
 use stormgate_handlers::lazy_store::{ConnectStore, LazyStore};
 use stormgate_handlers::system_clock::SystemClock;
+use stormgate_handlers::telemetry;
 use stormgate_shared::store::{Store, StoreError};
 use tower::ServiceExt;
 
@@ -168,4 +169,63 @@ async fn every_function_in_the_table_has_a_route() {
             function.path()
         );
     }
+}
+
+/// Collects log output for assertions.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'w> tracing_subscriber::fmt::MakeWriter<'w> for Captured {
+    type Writer = Captured;
+    fn make_writer(&'w self) -> Captured {
+        self.clone()
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn log_lines_of_an_invocation_carry_the_hosts_invocation_id() {
+    let out = Captured::default();
+    let subscriber = telemetry::subscriber(LogFormat::Json, Some("info"), out.clone()).unwrap();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let (status, _) = post_json("/classify", "garbage").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+
+    let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let rejected = lines
+        .iter()
+        .find(|l| l["message"] == "rejected request")
+        .unwrap_or_else(|| panic!("{text}"));
+    assert_eq!(
+        rejected["span"]["invocation_id"],
+        "3f1e7d0a-0000-4000-8000-000000000001"
+    );
+    assert_eq!(rejected["span"]["path"], "/classify");
+}
+
+#[tokio::test]
+async fn a_kafka_batch_larger_than_axums_default_limit_is_accepted() {
+    let big_value = "x".repeat(64 * 1024);
+    let records: Vec<String> = (0..64).map(|i| kafka_event_data(i, &big_value)).collect();
+    let invocation =
+        json!({"Data": {"events": serde_json::to_string(&records).unwrap()}, "Metadata": {}});
+    let body = invocation.to_string();
+    assert!(body.len() > 4 * 1024 * 1024);
+    let (status, body) = post_json("/classify", body).await;
+    assert_ne!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_ne!(status, StatusCode::PAYLOAD_TOO_LARGE, "{body}");
 }

@@ -277,7 +277,7 @@ pub enum EventRejection {
 }
 
 /// Limits applied before parsing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ParseLimits {
     pub max_event_bytes: usize,
 }
@@ -906,7 +906,7 @@ mod tests {
         let leaf = prop_oneof![
             Just(Value::Null),
             any::<bool>().prop_map(Value::Bool),
-            any::<i64>().prop_map(|n| Value::from(n)),
+            any::<i64>().prop_map(Value::from),
             ".{0,12}".prop_map(Value::String),
             prop::sample::select(vec!["1", "2", "7", SYS_ID, "2026-11-29 10:00:00", "INC1"])
                 .prop_map(|s| Value::String(s.into())),

@@ -1,1 +1,324 @@
-//! The classify step: a batch of raw events to accepted tickets, instant summaries and queued jobs.
+//! Ingest: a Kafka batch of ticket events to stored snapshots, instant summaries and queued jobs.
+//!
+//! Each event is handled on its own: parsed ([`crate::event`]), its log bounded, classified,
+//! summarized extractively (zero tokens), and turned into an [`IngestRecord`] whose jobs carry
+//! severity, tier, token estimate, deadline and coalescing key. Malformed events are
+//! dead-lettered with the reason, the raw value and their Kafka coordinates. The batch fails
+//! only when nothing could be stored, because the Kafka extension commits offsets even for a
+//! failed invocation (docs/ticket-events.md): failing the batch for one bad event would lose
+//! the good ones.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::classifier::Classifier;
+use crate::classifier::features::FeatureInput;
+use crate::clock::{Clock, EpochMillis};
+use crate::event::{CdcHeaders, ParseLimits, Ticket, parse_event};
+use crate::extractive;
+use crate::job::{Job, JobId, SummaryKind, Tier};
+use crate::log_bounding::{BoundingLimits, bound_lines};
+use crate::severity::Severity;
+use crate::snapshot::TicketSnapshot;
+use crate::store::{DeadLetter, IngestOutcome, IngestRecord, Store, StoreError};
+use crate::summary::{EXTRACTIVE_MODEL, Summary};
+use crate::tokens::Tokens;
+
+/// One Kafka record as the trigger delivered it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RawEvent {
+    pub value: Vec<u8>,
+    pub headers: CdcHeaders,
+    pub topic: Option<String>,
+    pub partition: Option<i64>,
+    pub offset: Option<i64>,
+}
+
+/// Per-severity durations, P1 first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BySeverity(pub [Duration; 5]);
+
+impl BySeverity {
+    pub fn get(&self, s: Severity) -> Duration {
+        self.0[s.index()]
+    }
+}
+
+const fn minutes(m: u64) -> Duration {
+    Duration::from_secs(m * 60)
+}
+
+/// How ingest turns a ticket into work. Defaults are the product's; the handler may override.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IngestPolicy {
+    pub parse_limits: ParseLimits,
+    pub bounding: BoundingLimits,
+    /// Routing severities at or above this go to the premium tier; the rest to standard.
+    pub premium_up_to: Severity,
+    pub technician_deadline: BySeverity,
+    pub customer_deadline: BySeverity,
+    /// Tickets of one outage opened within this window share a coalescing key.
+    pub coalesce_window: Duration,
+    pub technician_max_output: Tokens,
+    pub customer_max_output: Tokens,
+    /// Bytes of a rejected event's value kept in its dead letter.
+    pub dead_letter_raw_bytes: usize,
+}
+
+impl Default for IngestPolicy {
+    fn default() -> Self {
+        IngestPolicy {
+            parse_limits: ParseLimits::default(),
+            bounding: BoundingLimits::default(),
+            premium_up_to: Severity::P2,
+            technician_deadline: BySeverity([
+                minutes(2),
+                minutes(5),
+                minutes(15),
+                minutes(60),
+                minutes(240),
+            ]),
+            customer_deadline: BySeverity([
+                minutes(5),
+                minutes(10),
+                minutes(30),
+                minutes(120),
+                minutes(480),
+            ]),
+            coalesce_window: minutes(15),
+            technician_max_output: Tokens(300),
+            customer_max_output: Tokens(200),
+            dead_letter_raw_bytes: 64 * 1024,
+        }
+    }
+}
+
+/// What ingest needs: where to store, what time it is, the model, the policy.
+#[derive(Debug, Clone, Copy)]
+pub struct IngestContext<'a> {
+    pub store: &'a dyn Store,
+    pub clock: &'a dyn Clock,
+    pub classifier: &'a Classifier,
+    pub policy: &'a IngestPolicy,
+}
+
+/// Counts for the invocation's ReturnValue.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchOutcome {
+    pub accepted: u32,
+    pub duplicate_or_stale: u32,
+    pub dead_lettered: u32,
+    /// Rejected events whose dead letter could not be written either (logged with coordinates).
+    pub lost: u32,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum IngestError {
+    /// Nothing of the batch could be stored; the invocation must fail.
+    #[error("store unavailable, nothing of the batch was stored: {0}")]
+    StoreUnavailable(String),
+}
+
+/// A prompt token estimate from the bounded prompt's size, used until the shared token
+/// estimator is wired in. Over-estimates on purpose (3 bytes per token, plus the template).
+pub fn provisional_prompt_tokens_from_bytes(bytes: usize) -> Tokens {
+    const TEMPLATE_TOKENS: u64 = 400;
+    Tokens(
+        u64::try_from(bytes / 3)
+            .unwrap_or(u64::MAX)
+            .saturating_add(TEMPLATE_TOKENS),
+    )
+}
+
+/// Handles a batch; fails only when the store is unavailable for everything.
+pub async fn classify_batch(
+    events: &[RawEvent],
+    ctx: &IngestContext<'_>,
+) -> Result<BatchOutcome, IngestError> {
+    let now = ctx.clock.now();
+    let mut records = Vec::with_capacity(events.len());
+    let mut record_events = Vec::with_capacity(events.len());
+    let mut rejected: Vec<(&RawEvent, String)> = Vec::new();
+    for event in events {
+        match parse_event(&event.value, &event.headers, ctx.policy.parse_limits) {
+            Ok(ticket) => match prepare(ticket, ctx, now) {
+                Ok(record) => {
+                    records.push(record);
+                    record_events.push(event);
+                }
+                Err(reason) => rejected.push((event, reason)),
+            },
+            Err(rejection) => rejected.push((event, rejection.to_string())),
+        }
+    }
+
+    let mut outcome = BatchOutcome::default();
+    let mut stored_any = false;
+    if !records.is_empty() {
+        match ctx.store.ingest(&records).await {
+            Ok(outcomes) => {
+                stored_any = true;
+                for o in outcomes {
+                    match o {
+                        IngestOutcome::Accepted => outcome.accepted += 1,
+                        IngestOutcome::Duplicate | IngestOutcome::Stale => {
+                            outcome.duplicate_or_stale += 1
+                        }
+                    }
+                }
+            }
+            Err(StoreError::Unavailable(e)) => return Err(IngestError::StoreUnavailable(e)),
+            Err(StoreError::Corrupt(e)) => {
+                rejected.extend(
+                    record_events
+                        .iter()
+                        .map(|ev| (*ev, format!("store refused the record: {e}"))),
+                );
+            }
+        }
+    }
+
+    for (event, reason) in rejected {
+        let entry = DeadLetter {
+            reason,
+            raw: clipped_raw(&event.value, ctx.policy.dead_letter_raw_bytes),
+            topic: event.topic.clone(),
+            partition: event.partition,
+            offset: event.offset,
+            at: now,
+        };
+        match ctx.store.dead_letter(&entry).await {
+            Ok(_) => {
+                stored_any = true;
+                outcome.dead_lettered += 1;
+                tracing::warn!(topic = ?entry.topic, partition = ?entry.partition, offset = ?entry.offset, reason = %entry.reason, "event dead-lettered");
+            }
+            Err(e) => {
+                outcome.lost += 1;
+                tracing::error!(topic = ?entry.topic, partition = ?entry.partition, offset = ?entry.offset, reason = %entry.reason, error = %e, "event could not be dead-lettered");
+                if matches!(e, StoreError::Unavailable(_)) && !stored_any {
+                    return Err(IngestError::StoreUnavailable(e.to_string()));
+                }
+            }
+        }
+    }
+    Ok(outcome)
+}
+
+fn clipped_raw(value: &[u8], max: usize) -> String {
+    let text = String::from_utf8_lossy(&value[..value.len().min(max)]);
+    text.into_owned()
+}
+
+/// Everything computed for one ticket version before the store sees it (pure CPU).
+pub fn prepare(
+    ticket: Ticket,
+    ctx: &IngestContext<'_>,
+    now: EpochMillis,
+) -> Result<IngestRecord, String> {
+    let policy = ctx.policy;
+    let log = bound_lines(ticket.log_lines(), policy.bounding);
+    let prediction = ctx
+        .classifier
+        .predict(&FeatureInput::from_ticket(&ticket, &log));
+    // The classifier may raise a ticket's severity, never lower what ServiceNow says.
+    let routing = prediction.routing.min(ticket.severity);
+    let snapshot = TicketSnapshot::new(ticket, log, prediction, routing, now);
+    let t = &snapshot.ticket;
+
+    let summary = Summary {
+        ticket: t.id.clone(),
+        number: t.number.clone(),
+        version: t.version,
+        kind: SummaryKind::Technician,
+        text: extractive::technician(&snapshot),
+        tier: Tier::Extractive,
+        model: EXTRACTIVE_MODEL.to_owned(),
+        degraded: false,
+        tokens_used: Tokens::ZERO,
+        created_at: now,
+        prompt_version: None,
+        input: serde_json::json!({
+            "bounding": snapshot.log.report,
+            "classification": {
+                "probabilities": snapshot.prediction.probabilities,
+                "most_likely": snapshot.prediction.most_likely,
+                "routing": routing,
+                "servicenow_priority": t.severity,
+                "confidence": snapshot.prediction.confidence,
+                "customer_impact": snapshot.prediction.customer_impact,
+            },
+        }),
+    };
+
+    let closed = t.is_closed();
+    let prompt_bytes =
+        snapshot.log.report.bytes_out + t.short_description.len() + t.description.len().min(4096);
+    let prompt_tokens = provisional_prompt_tokens_from_bytes(prompt_bytes);
+    let mut kinds = Vec::with_capacity(2);
+    if !closed {
+        kinds.push((
+            SummaryKind::Technician,
+            policy.technician_deadline.get(routing),
+            policy.technician_max_output,
+        ));
+    }
+    if snapshot.customer_impacting {
+        kinds.push((
+            SummaryKind::Customer,
+            policy.customer_deadline.get(routing),
+            policy.customer_max_output,
+        ));
+    }
+    let coalesce_key = coalesce_key(t, policy.coalesce_window, now);
+    let tier = if routing <= policy.premium_up_to {
+        Tier::Premium
+    } else {
+        Tier::Standard
+    };
+    let jobs = kinds
+        .into_iter()
+        .map(|(kind, deadline, max_output)| Job {
+            id: JobId {
+                ticket: t.id.clone(),
+                version: t.version,
+                kind,
+            },
+            number: t.number.clone(),
+            severity: routing,
+            tier,
+            prompt_tokens,
+            max_output_tokens: max_output,
+            enqueued_at: now,
+            deadline: now.plus(deadline),
+            coalesce_key: coalesce_key.clone(),
+            region: t.region.clone(),
+        })
+        .collect();
+
+    Ok(IngestRecord {
+        ticket: t.id.clone(),
+        version: t.version,
+        region: t.region.clone(),
+        closed,
+        instant_summary: summary,
+        jobs,
+        snapshot: serde_json::to_value(&snapshot)
+            .map_err(|e| format!("snapshot could not be encoded: {e}"))?,
+    })
+}
+
+/// Same outage = same region + parent incident (or, lacking one, the CI) + opening time window.
+/// Tickets with neither parent nor CI do not coalesce.
+pub fn coalesce_key(t: &Ticket, window: Duration, now: EpochMillis) -> Option<String> {
+    let anchor = match (&t.parent, &t.cmdb_ci) {
+        (Some(p), _) => format!("parent:{p}"),
+        (None, Some(ci)) => format!("ci:{ci}"),
+        (None, None) => return None,
+    };
+    let at = t.opened_at.or(t.updated_at).unwrap_or(now);
+    let window_ms = u64::try_from(window.as_millis()).unwrap_or(u64::MAX).max(1);
+    let region = t.region.as_deref().unwrap_or("-");
+    Some(format!("{region}|{anchor}|{}", at.as_millis() / window_ms))
+}

@@ -11,10 +11,12 @@
 
 pub mod classifier;
 pub mod clock;
+pub mod dispatch_policy;
 pub mod dispatcher;
 pub mod duration_secs;
 pub mod event;
 pub mod extractive;
+pub mod gauges;
 pub mod governor;
 pub mod ingest;
 pub mod job;
@@ -25,12 +27,17 @@ pub mod metering;
 pub mod prompts;
 pub mod retry;
 pub mod rollup;
+pub mod sample_events;
 pub mod scrubber;
 pub mod severity;
+pub mod snapshot;
 pub mod store;
 pub mod summarize;
 pub mod summary;
+#[cfg(any(test, feature = "test-support"))]
+pub mod testing;
 pub mod ticket_id;
 pub mod ticket_view;
 pub mod token_estimate;
 pub mod tokens;
+pub mod zero_token;

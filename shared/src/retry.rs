@@ -12,7 +12,7 @@
 //!
 //! The policy is a pure step function ([`RetryState::decide`]) so it can be tested
 //! without I/O; [`complete_with_retry`] drives it with an injected [`Clock`], RNG and
-//! [`Admission`] (the governor's "admit this again" port).
+//! [`RetryGate`] (the governor's "admit this again" port, implemented by [`Governor`]).
 
 use std::time::Duration;
 
@@ -21,6 +21,7 @@ use rand::Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::clock::{Clock, EpochMillis};
+use crate::governor::{Admission as GovernorAdmission, DeploymentName, Governor, Reservation};
 use crate::llm::{ChatRequest, Completion, LlmClient, LlmError, RateLimitView};
 use crate::tokens::Tokens;
 
@@ -51,7 +52,7 @@ impl Default for RetryPolicy {
             max_backoff: Duration::from_secs(20),
             hint_spread_min: Duration::from_secs(1),
             hint_spread_fraction: 0.2,
-            down_threshold: Duration::from_secs(300),
+            down_threshold: Duration::from_secs(600),
             max_admission_waits: 3,
         }
     }
@@ -219,35 +220,73 @@ fn hint_spread<R: Rng + ?Sized>(policy: &RetryPolicy, hinted: Duration, rng: &mu
     Duration::from_millis(rng.random_range(0..=spread.as_millis() as u64))
 }
 
-/// The governor as the retry layer needs it: admit a retry again, spread a cooldown,
-/// and learn what calls really cost.
+/// The governor as the retry layer needs it: admit a retry again, spread a 429 to
+/// every instance, and settle what calls really cost. [`Governor`] implements it.
 #[async_trait]
-pub trait Admission: Send + Sync + std::fmt::Debug {
-    /// Asks to spend `reservation` on `deployment` for a retry.
-    async fn readmit(&self, deployment: &str, reservation: Tokens, now: EpochMillis)
-    -> Readmission;
-    /// A 429 was seen: no instance should call `deployment` before `until`.
-    async fn cooldown(&self, deployment: &str, until: EpochMillis);
-    /// Replaces an admitted reservation by what the call really used (zero when the
-    /// service rejected it before doing any work).
-    async fn reconcile(
-        &self,
-        deployment: &str,
-        reserved: Tokens,
-        used: Tokens,
-        view: RateLimitView,
-        now: EpochMillis,
-    );
+pub trait RetryGate: Send + Sync + std::fmt::Debug {
+    /// Asks to spend `cost` (estimated prompt + max_tokens) on `deployment` for a retry.
+    async fn readmit(&self, deployment: &str, cost: Tokens, now: EpochMillis) -> Readmission;
+    /// A 429 asked every instance to stay away from `deployment` for `retry_after`.
+    async fn report_throttle(&self, deployment: &str, retry_after: Duration, now: EpochMillis);
+    /// Settles an admitted reservation with what the call really used (zero when the
+    /// service refused it before doing any work). `view` is what the deployment said
+    /// it has left.
+    async fn settle(&self, reservation: &Reservation, used: Tokens, view: RateLimitView);
 }
 
 /// The governor's answer to a retry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Readmission {
-    Admitted,
-    /// Not yet: the budget or a cooldown frees up at this instant.
+    Admitted(Reservation),
+    /// Not yet: the window or a cooldown frees up at this instant.
     WaitUntil(EpochMillis),
-    /// Not at all (the store is unreachable, or the deployment is marked down).
+    /// The deployment is out (daily quota) until then.
+    Down {
+        until: EpochMillis,
+    },
+    /// Not at all (the ledger is unreachable, or the call can never fit).
     Refused,
+}
+
+#[async_trait]
+impl RetryGate for Governor {
+    async fn readmit(&self, deployment: &str, cost: Tokens, now: EpochMillis) -> Readmission {
+        let Ok(name) = deployment.parse::<DeploymentName>() else {
+            return Readmission::Refused;
+        };
+        match self.admit(&name, cost, now).await {
+            Ok(GovernorAdmission::Admitted(reservation)) => Readmission::Admitted(reservation),
+            Ok(GovernorAdmission::Deferred { retry_at }) => Readmission::WaitUntil(retry_at),
+            Ok(GovernorAdmission::CoolingDown { until }) => Readmission::WaitUntil(until),
+            Ok(GovernorAdmission::Down { until }) => Readmission::Down { until },
+            Ok(GovernorAdmission::TooLarge { .. }) => Readmission::Refused,
+            Err(error) => {
+                tracing::warn!(%deployment, %error, "retry not re-admitted: governor unavailable");
+                Readmission::Refused
+            }
+        }
+    }
+
+    async fn report_throttle(&self, deployment: &str, retry_after: Duration, now: EpochMillis) {
+        let Ok(name) = deployment.parse::<DeploymentName>() else {
+            return;
+        };
+        if let Err(error) = Governor::report_throttle(self, &name, retry_after, now).await {
+            tracing::warn!(%deployment, %error, "could not record a 429 cooldown");
+        }
+    }
+
+    async fn settle(&self, reservation: &Reservation, used: Tokens, view: RateLimitView) {
+        if let Err(error) = self.reconcile(reservation, used).await {
+            tracing::warn!(deployment = %reservation.deployment, %error, "could not reconcile usage");
+        }
+        tracing::debug!(
+            event = "deployment.rate_limit_view",
+            deployment = %reservation.deployment,
+            remaining_tokens = view.remaining_tokens,
+            remaining_requests = view.remaining_requests,
+        );
+    }
 }
 
 /// One call the layer made, for logs, tests and the lab's report.
@@ -271,7 +310,7 @@ pub struct RetryOutcome {
 #[derive(Debug, Clone, Copy)]
 pub struct RetryEnv<'a> {
     pub client: &'a dyn LlmClient,
-    pub admission: &'a dyn Admission,
+    pub gate: &'a dyn RetryGate,
     pub clock: &'a dyn Clock,
     pub policy: &'a RetryPolicy,
     /// No call starts and no wait ends after this instant.
@@ -281,31 +320,45 @@ pub struct RetryEnv<'a> {
 /// Offers a shorter version of a request whose prompt exceeded the context window.
 pub type Shortener<'a> = dyn Fn(&ChatRequest) -> Option<ChatRequest> + Sync + 'a;
 
-/// Sends `request`, retrying as the policy says. The first call is assumed admitted
-/// (dispatch reserved it); every further call is re-admitted through `env.admission`.
-/// `shorten` may offer a shorter prompt once, for a context-length error.
+/// Sends `request`, retrying as the policy says.
+///
+/// The first call spends `admitted`, the reservation dispatch made (`None` when the
+/// caller admitted nothing, e.g. a roll-up that will ask now); every further call is
+/// re-admitted through `env.gate` for `cost`. `shorten` may offer a shorter prompt once,
+/// for a context-length error.
 pub async fn complete_with_retry<R: Rng + Send + ?Sized>(
     env: RetryEnv<'_>,
     request: ChatRequest,
-    reservation: Tokens,
+    admitted: Option<Reservation>,
+    cost: Tokens,
     shorten: Option<&Shortener<'_>>,
     rng: &mut R,
 ) -> RetryOutcome {
     let mut state = RetryState::new();
     let mut calls = Vec::new();
     let mut request = request;
+    let mut reservation = match admitted {
+        Some(r) => r,
+        None => match readmit(env, &request.deployment, cost).await {
+            Ok(r) => r,
+            Err(reason) => {
+                return RetryOutcome {
+                    result: Err(reason),
+                    calls,
+                };
+            }
+        },
+    };
     loop {
         let started_at = env.clock.now();
         state.record_call();
         let error = match env.client.complete(&request).await {
             Ok(completion) => {
-                env.admission
-                    .reconcile(
-                        &request.deployment,
-                        reservation,
+                env.gate
+                    .settle(
+                        &reservation,
                         completion.usage.total(),
                         completion.rate_limit,
-                        env.clock.now(),
                     )
                     .await;
                 calls.push(CallRecord {
@@ -320,13 +373,11 @@ pub async fn complete_with_retry<R: Rng + Send + ?Sized>(
             }
             Err(error) => error,
         };
-        env.admission
-            .reconcile(
-                &request.deployment,
-                reservation,
-                charged_for_failure(&error, reservation),
+        env.gate
+            .settle(
+                &reservation,
+                charged_for_failure(&error, reservation.tokens),
                 RateLimitView::default(),
-                env.clock.now(),
             )
             .await;
         let shorter = match (&error, shorten) {
@@ -342,17 +393,15 @@ pub async fn complete_with_retry<R: Rng + Send + ?Sized>(
         let now = env.clock.now();
         let (wait, next_request) = match decision {
             Decision::GiveUp { reason, cooldown } => {
+                if let Some(c) = cooldown {
+                    env.gate.report_throttle(&request.deployment, c, now).await;
+                }
                 let reason = match (reason, cooldown) {
                     (GiveUp::DeploymentDown { .. }, Some(c)) => {
                         GiveUp::DeploymentDown { until: now.plus(c) }
                     }
                     (reason, _) => reason,
                 };
-                if let Some(c) = cooldown {
-                    env.admission
-                        .cooldown(&request.deployment, now.plus(c))
-                        .await;
-                }
                 calls.push(record);
                 return RetryOutcome {
                     result: Err(reason),
@@ -362,9 +411,7 @@ pub async fn complete_with_retry<R: Rng + Send + ?Sized>(
             Decision::ShortenPrompt => (Duration::ZERO, shorter),
             Decision::Retry { wait, cooldown } => {
                 if let Some(c) = cooldown {
-                    env.admission
-                        .cooldown(&request.deployment, now.plus(c))
-                        .await;
+                    env.gate.report_throttle(&request.deployment, c, now).await;
                 }
                 (wait, None)
             }
@@ -378,29 +425,29 @@ pub async fn complete_with_retry<R: Rng + Send + ?Sized>(
             };
         }
         env.clock.sleep(wait).await;
-        if let Err(reason) = readmit(env, &request.deployment, reservation).await {
-            return RetryOutcome {
-                result: Err(reason),
-                calls,
-            };
-        }
+        reservation = match readmit(env, &request.deployment, cost).await {
+            Ok(r) => r,
+            Err(reason) => {
+                return RetryOutcome {
+                    result: Err(reason),
+                    calls,
+                };
+            }
+        };
         if let Some(next) = next_request {
             request = next;
         }
     }
 }
 
-/// Waits until the governor admits the retry, within the deadline and a bounded
+/// Waits until the governor admits the call, within the deadline and a bounded
 /// number of waits.
-async fn readmit(env: RetryEnv<'_>, deployment: &str, reservation: Tokens) -> Result<(), GiveUp> {
+async fn readmit(env: RetryEnv<'_>, deployment: &str, cost: Tokens) -> Result<Reservation, GiveUp> {
     for _ in 0..=env.policy.max_admission_waits {
-        match env
-            .admission
-            .readmit(deployment, reservation, env.clock.now())
-            .await
-        {
-            Readmission::Admitted => return Ok(()),
+        match env.gate.readmit(deployment, cost, env.clock.now()).await {
+            Readmission::Admitted(reservation) => return Ok(reservation),
             Readmission::Refused => return Err(GiveUp::NotReadmitted),
+            Readmission::Down { until } => return Err(GiveUp::DeploymentDown { until }),
             Readmission::WaitUntil(at) if at > env.deadline => return Err(GiveUp::DeadlinePassed),
             Readmission::WaitUntil(at) => {
                 let now = env.clock.now();
@@ -414,9 +461,9 @@ async fn readmit(env: RetryEnv<'_>, deployment: &str, reservation: Tokens) -> Re
 /// What a failed call cost the deployment's budget. A throttled or rejected request
 /// was refused before any work; a timed-out one may have run to completion, so its
 /// reservation stays spent.
-fn charged_for_failure(error: &LlmError, reservation: Tokens) -> Tokens {
+fn charged_for_failure(error: &LlmError, reserved: Tokens) -> Tokens {
     match error {
-        LlmError::Timeout => reservation,
+        LlmError::Timeout => reserved,
         LlmError::RateLimited { .. }
         | LlmError::Server { .. }
         | LlmError::ContentFiltered { .. }
@@ -469,36 +516,42 @@ mod tests {
         }
     }
 
+    /// Records what the retry layer asks of the governor; admits unless scripted.
     #[derive(Debug, Default)]
-    struct RecordingAdmission {
+    struct RecordingGate {
         readmits: Mutex<u32>,
         cooldowns: Mutex<Vec<EpochMillis>>,
         reconciled: Mutex<Vec<(Tokens, Tokens)>>,
         answer: Mutex<VecDeque<Readmission>>,
     }
 
+    fn reservation(tokens: Tokens, at: EpochMillis) -> Reservation {
+        Reservation {
+            id: crate::governor::ReservationId(at.0),
+            deployment: "premium".parse().unwrap(),
+            tokens,
+            admitted_at: at,
+        }
+    }
+
     #[async_trait]
-    impl Admission for RecordingAdmission {
-        async fn readmit(&self, _: &str, _: Tokens, _: EpochMillis) -> Readmission {
+    impl RetryGate for RecordingGate {
+        async fn readmit(&self, _: &str, cost: Tokens, now: EpochMillis) -> Readmission {
             *self.readmits.lock().unwrap() += 1;
             self.answer
                 .lock()
                 .unwrap()
                 .pop_front()
-                .unwrap_or(Readmission::Admitted)
+                .unwrap_or_else(|| Readmission::Admitted(reservation(cost, now)))
         }
-        async fn cooldown(&self, _: &str, until: EpochMillis) {
-            self.cooldowns.lock().unwrap().push(until);
+        async fn report_throttle(&self, _: &str, retry_after: Duration, now: EpochMillis) {
+            self.cooldowns.lock().unwrap().push(now.plus(retry_after));
         }
-        async fn reconcile(
-            &self,
-            _: &str,
-            reserved: Tokens,
-            used: Tokens,
-            _: RateLimitView,
-            _: EpochMillis,
-        ) {
-            self.reconciled.lock().unwrap().push((reserved, used));
+        async fn settle(&self, reservation: &Reservation, used: Tokens, _: RateLimitView) {
+            self.reconciled
+                .lock()
+                .unwrap()
+                .push((reservation.tokens, used));
         }
     }
 
@@ -550,7 +603,7 @@ mod tests {
 
     struct Rig {
         client: ScriptedClient,
-        admission: RecordingAdmission,
+        admission: RecordingGate,
         clock: ManualClock,
         policy: RetryPolicy,
     }
@@ -559,7 +612,7 @@ mod tests {
         fn new(script: Vec<Result<Completion, LlmError>>) -> Self {
             Rig {
                 client: ScriptedClient::new(script),
-                admission: RecordingAdmission::default(),
+                admission: RecordingGate::default(),
                 clock: ManualClock::starting_at(EpochMillis(1_000_000)),
                 policy: RetryPolicy::default(),
             }
@@ -568,7 +621,7 @@ mod tests {
         fn env(&self, deadline_in: Duration) -> RetryEnv<'_> {
             RetryEnv {
                 client: &self.client,
-                admission: &self.admission,
+                gate: &self.admission,
                 clock: &self.clock,
                 policy: &self.policy,
                 deadline: self.clock.now().plus(deadline_in),
@@ -580,6 +633,7 @@ mod tests {
             complete_with_retry(
                 self.env(Duration::from_secs(600)),
                 request("p"),
+                Some(reservation(Tokens(300), self.clock.now())),
                 Tokens(300),
                 None,
                 &mut rng,
@@ -687,6 +741,7 @@ mod tests {
         let outcome = complete_with_retry(
             rig.env(Duration::from_secs(60)),
             request("a very long prompt"),
+            Some(reservation(Tokens(300), rig.clock.now())),
             Tokens(300),
             Some(&shorten),
             &mut rng,
@@ -706,6 +761,7 @@ mod tests {
         let outcome = complete_with_retry(
             rig.env(Duration::from_secs(10)),
             request("p"),
+            Some(reservation(Tokens(300), rig.clock.now())),
             Tokens(300),
             None,
             &mut rng,
@@ -723,7 +779,7 @@ mod tests {
             .answer
             .lock()
             .unwrap()
-            .extend([Readmission::WaitUntil(held_until), Readmission::Admitted]);
+            .extend([Readmission::WaitUntil(held_until)]);
         let outcome = rig.run(8).await;
         assert!(outcome.result.is_ok());
         assert!(outcome.calls[1].started_at >= held_until);
@@ -813,5 +869,75 @@ mod tests {
         let b = Rig::new(vec![]).run(77).await;
         let waits = |o: &RetryOutcome| o.calls.iter().map(|c| c.wait_after).collect::<Vec<_>>();
         assert_eq!(waits(&a), waits(&b));
+    }
+
+    fn governor() -> Governor {
+        Governor::new(
+            std::sync::Arc::new(crate::governor::MemoryLedger::new()),
+            crate::governor::GovernorPolicy::default(),
+            [crate::governor::DeploymentBudget {
+                tier: crate::job::Tier::Premium,
+                deployment: "premium".parse().unwrap(),
+                tpm: 60_000,
+            }],
+        )
+    }
+
+    #[tokio::test]
+    async fn a_cooldown_set_by_one_worker_holds_back_the_retry_of_another() {
+        let governor = governor();
+        let clock = ManualClock::starting_at(EpochMillis(1_000_000));
+        let policy = RetryPolicy::default();
+        let start = clock.now();
+        let first = governor.readmit("premium", Tokens(300), start).await;
+        let Readmission::Admitted(first) = first else {
+            panic!("an idle deployment admits: {first:?}");
+        };
+        // Worker A is told to stay away 20 s, on its last allowed attempt.
+        let a = ScriptedClient::new(vec![Err(throttled(Some(Duration::from_secs(20))))]);
+        let last_try = RetryPolicy {
+            max_attempts: 1,
+            ..policy
+        };
+        let env_a = RetryEnv {
+            client: &a,
+            gate: &governor,
+            clock: &clock,
+            policy: &last_try,
+            deadline: start.plus(Duration::from_secs(120)),
+        };
+        let mut rng = SmallRng::seed_from_u64(1);
+        let outcome_a = complete_with_retry(
+            env_a,
+            request("a"),
+            Some(first),
+            Tokens(300),
+            None,
+            &mut rng,
+        )
+        .await;
+        assert!(matches!(
+            outcome_a.result,
+            Err(GiveUp::AttemptsExhausted { .. })
+        ));
+        assert_eq!(clock.now(), start);
+
+        // Worker B asks to call the same deployment right then: it waits out A's cooldown.
+        let b = ScriptedClient::new(vec![Ok(completion())]);
+        let env_b = RetryEnv {
+            client: &b,
+            gate: &governor,
+            clock: &clock,
+            policy: &policy,
+            deadline: start.plus(Duration::from_secs(120)),
+        };
+        let outcome_b =
+            complete_with_retry(env_b, request("b"), None, Tokens(300), None, &mut rng).await;
+        assert!(outcome_b.result.is_ok(), "{:?}", outcome_b.result);
+        assert!(
+            outcome_b.calls[0].started_at >= start.plus(Duration::from_secs(20)),
+            "B called at {} during A's cooldown",
+            outcome_b.calls[0].started_at
+        );
     }
 }

@@ -1,1 +1,486 @@
-//! Executive regional roll-ups from stored ticket summaries.
+//! Executive regional roll-ups, built from the tickets' stored summaries.
+//!
+//! Per region: counts by severity and by state (computed here, never by the model),
+//! the major outages (P1/P2) with their latest technician summaries, and the trend
+//! against the previous roll-up. The LLM writes the prose when the governor admits the
+//! call promptly; otherwise, or when the call fails, an extractive roll-up of the same
+//! facts is stored. A roll-up is stored under the region's key (see [`region_key`]) as
+//! a [`SummaryKind::Rollup`] summary whose version is its creation time, so the
+//! newest always wins and the read API serves it like any other summary.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::clock::Clock;
+use crate::job::{SummaryKind, Tier};
+use crate::llm::LlmClient;
+use crate::prompts;
+use crate::retry::{RetryEnv, RetryGate, RetryPolicy, complete_with_retry};
+use crate::severity::Severity;
+use crate::store::{Store, StoreError};
+use crate::summarize::Deployment;
+use crate::summary::{EXTRACTIVE_MODEL, Summary};
+use crate::ticket_id::TicketId;
+use crate::ticket_view::TicketView;
+use crate::tokens::Tokens;
+
+/// Major outages listed per roll-up, most severe first.
+const MAJOR_OUTAGES_LISTED: usize = 8;
+
+/// The key a region's roll-up is stored under: a stable pseudo ticket id derived from
+/// the region name (trimmed, case-insensitive), so regions never collide with tickets
+/// in practice and never need escaping.
+pub fn region_key(region: &str) -> TicketId {
+    let digest = Sha256::digest(format!("region:{}", region.trim().to_lowercase()));
+    let mut bytes = [0u8; 16];
+    bytes.copy_from_slice(digest.get(..16).unwrap_or(&[0u8; 16]));
+    TicketId::from_bytes(bytes)
+}
+
+/// The facts of a region, computed from its tickets.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RegionFacts {
+    pub region: String,
+    pub open: u64,
+    /// P1..P5 counts of open tickets.
+    pub by_severity: [u64; 5],
+    pub by_state: BTreeMap<String, u64>,
+    /// `(number, severity, latest technician summary)` of open P1/P2 tickets.
+    pub major: Vec<(String, Severity, String)>,
+    /// Open tickets at the previous roll-up, when there was one.
+    pub previous_open: Option<u64>,
+}
+
+impl RegionFacts {
+    /// Counts `tickets` (with their latest technician summaries).
+    pub fn gather(
+        region: &str,
+        tickets: &[(TicketView, Option<Summary>)],
+        previous: Option<&Summary>,
+    ) -> RegionFacts {
+        let mut facts = RegionFacts {
+            region: region.to_owned(),
+            previous_open: previous.and_then(|p| p.input.get("open")?.as_u64()),
+            ..RegionFacts::default()
+        };
+        for (ticket, summary) in tickets {
+            let state = ticket.state_label();
+            *facts.by_state.entry(state.clone()).or_default() += 1;
+            if matches!(state.as_str(), "resolved" | "closed" | "canceled") {
+                continue;
+            }
+            facts.open += 1;
+            let severity = ticket.severity.unwrap_or(Severity::P3);
+            if let Some(slot) = facts.by_severity.get_mut(severity.index()) {
+                *slot += 1;
+            }
+            if severity <= Severity::P2 {
+                let text = summary
+                    .as_ref()
+                    .map(|s| s.text.clone())
+                    .unwrap_or_else(|| ticket.short_description.clone());
+                facts.major.push((ticket.number.clone(), severity, text));
+            }
+        }
+        facts
+            .major
+            .sort_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
+        facts.major.truncate(MAJOR_OUTAGES_LISTED);
+        facts
+    }
+
+    /// Rising, falling or steady against the previous roll-up.
+    pub fn trend(&self) -> &'static str {
+        match self.previous_open {
+            None => "first report",
+            Some(p) if self.open > p => "rising",
+            Some(p) if self.open < p => "falling",
+            Some(_) => "steady",
+        }
+    }
+
+    /// The trusted facts as prompt text (counts only; no ticket text).
+    pub fn as_prompt_facts(&self) -> String {
+        let mut out = format!(
+            "Open tickets: {} (trend: {})\nBy severity:",
+            self.open,
+            self.trend()
+        );
+        for severity in Severity::ALL {
+            let n = self.by_severity.get(severity.index()).copied().unwrap_or(0);
+            let _ = write!(out, " {severity}={n}");
+        }
+        out.push_str("\nBy state:");
+        for (state, n) in &self.by_state {
+            let _ = write!(out, " {state}={n}");
+        }
+        out
+    }
+
+    /// The roll-up without a model: the same facts as plain sentences.
+    pub fn extractive(&self) -> String {
+        let mut out = format!(
+            "{}: {} open tickets ({}). {}",
+            self.region,
+            self.open,
+            self.trend(),
+            self.as_prompt_facts()
+                .lines()
+                .skip(1)
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+        out.push('.');
+        if self.major.is_empty() {
+            out.push_str(" No major outages.");
+        } else {
+            let _ = write!(out, " Major outages ({}):", self.major.len());
+            for (number, severity, text) in &self.major {
+                let first = prompts::at_most_sentences(text, 1);
+                let _ = write!(out, " {number} {severity}: {first}");
+            }
+        }
+        out
+    }
+}
+
+/// Builds and stores regional roll-ups.
+#[derive(Debug)]
+pub struct RollupWorker<'a> {
+    pub store: &'a dyn Store,
+    pub client: &'a dyn LlmClient,
+    pub gate: &'a dyn RetryGate,
+    pub clock: &'a dyn Clock,
+    pub deployment: Deployment,
+    /// Roll-ups are worth a short wait for budget, not a long one.
+    pub admission_wait: Duration,
+    pub retry: RetryPolicy,
+    pub rng: Mutex<SmallRng>,
+}
+
+/// Whether a roll-up came from the model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RollupOutcome {
+    pub summary: Summary,
+    pub llm_calls: usize,
+}
+
+impl RollupWorker<'_> {
+    /// Rolls up `region` from `tickets` (the region's recent tickets) and stores it.
+    pub async fn rollup_region(
+        &self,
+        region: &str,
+        tickets: &[TicketId],
+    ) -> Result<RollupOutcome, StoreError> {
+        let key = region_key(region);
+        let previous = self.store.summary(&key, SummaryKind::Rollup).await?;
+        let mut loaded = Vec::with_capacity(tickets.len());
+        for id in tickets {
+            let Some((_, snapshot)) = self.store.ticket_snapshot(id).await? else {
+                continue;
+            };
+            let Some(view) = TicketView::from_snapshot(&snapshot) else {
+                continue;
+            };
+            let summary = self.store.summary(id, SummaryKind::Technician).await?;
+            loaded.push((view, summary));
+        }
+        let facts = RegionFacts::gather(region, &loaded, previous.as_ref());
+        let template = prompts::current(SummaryKind::Rollup);
+        let summaries: Vec<String> = facts
+            .major
+            .iter()
+            .map(|(number, severity, text)| format!("{number} {severity}: {text}"))
+            .collect();
+        let request = prompts::rollup_request(
+            template,
+            &self.deployment.name,
+            region,
+            &facts.as_prompt_facts(),
+            &summaries,
+        );
+        let cost = Tokens(
+            (request
+                .messages
+                .iter()
+                .map(|m| m.content.len())
+                .sum::<usize>()
+                / 3) as u64,
+        ) + Tokens(u64::from(template.max_tokens));
+        let seed = self
+            .rng
+            .lock()
+            .map(|mut r| r.random::<u64>())
+            .unwrap_or_default();
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let env = RetryEnv {
+            client: self.client,
+            gate: self.gate,
+            clock: self.clock,
+            policy: &self.retry,
+            deadline: self.clock.now().plus(self.admission_wait),
+        };
+        let retried = complete_with_retry(env, request, None, cost, None, &mut rng).await;
+        let now = self.clock.now();
+        let (text, tier, model, degraded, tokens, prompt_version) = match retried.result {
+            Ok(c) => (
+                c.text.trim().to_owned(),
+                self.deployment.tier,
+                c.model,
+                false,
+                c.usage.total(),
+                Some(template.id.to_owned()),
+            ),
+            Err(reason) => {
+                tracing::info!(%region, ?reason, "regional roll-up falls back to extractive");
+                (
+                    facts.extractive(),
+                    Tier::Extractive,
+                    EXTRACTIVE_MODEL.to_owned(),
+                    true,
+                    Tokens::ZERO,
+                    None,
+                )
+            }
+        };
+        let summary = Summary {
+            ticket: key,
+            number: region.to_owned(),
+            version: now.as_millis(),
+            kind: SummaryKind::Rollup,
+            text,
+            tier,
+            model,
+            degraded,
+            tokens_used: tokens,
+            created_at: now,
+            prompt_version,
+            input: serde_json::json!({
+                "region": region,
+                "open": facts.open,
+                "by_severity": facts.by_severity,
+                "by_state": facts.by_state,
+                "trend": facts.trend(),
+            }),
+        };
+        self.store.put_summary(&summary).await?;
+        Ok(RollupOutcome {
+            summary,
+            llm_calls: retried.calls.len(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+    use std::sync::Arc;
+
+    use async_trait::async_trait;
+
+    use super::*;
+    use crate::clock::{EpochMillis, ManualClock};
+    use crate::governor::{DeploymentBudget, Governor, GovernorPolicy, MemoryLedger};
+    use crate::llm::{ChatRequest, Completion, LlmError, RateLimitView, Usage};
+    use crate::store::IngestRecord;
+    use crate::store::memory::MemoryStore;
+
+    #[derive(Debug)]
+    struct ScriptedClient(
+        Mutex<VecDeque<Result<Completion, LlmError>>>,
+        Mutex<Vec<ChatRequest>>,
+    );
+
+    #[async_trait]
+    impl LlmClient for ScriptedClient {
+        async fn complete(&self, request: &ChatRequest) -> Result<Completion, LlmError> {
+            self.1.lock().unwrap().push(request.clone());
+            self.0
+                .lock()
+                .unwrap()
+                .pop_front()
+                .unwrap_or(Err(LlmError::Timeout))
+        }
+    }
+
+    const T0: EpochMillis = EpochMillis(1_800_000_000_000);
+
+    fn ticket(n: u8, severity: &str, state: &str) -> (TicketId, IngestRecord) {
+        let id: TicketId = format!("{n:032x}").parse().unwrap();
+        let number = format!("INC00200{n:02}");
+        let summary = Summary {
+            ticket: id.clone(),
+            number: number.clone(),
+            version: 1,
+            kind: SummaryKind::Technician,
+            text: format!("Ticket {n} technician summary. Second sentence."),
+            tier: Tier::Extractive,
+            model: EXTRACTIVE_MODEL.into(),
+            degraded: false,
+            tokens_used: Tokens::ZERO,
+            created_at: T0,
+            prompt_version: None,
+            input: serde_json::Value::Null,
+        };
+        let record = IngestRecord {
+            ticket: id.clone(),
+            version: 1,
+            snapshot: serde_json::json!({
+                "number": number, "severity": severity, "state": state, "region": "north",
+                "short_description": format!("issue {n}"),
+            }),
+            instant_summary: summary,
+            jobs: vec![],
+            closed: state == "resolved",
+            region: Some("north".into()),
+        };
+        (id, record)
+    }
+
+    async fn rig(tpm: u64) -> (MemoryStore, Governor, Vec<TicketId>) {
+        let store = MemoryStore::new();
+        let tickets = [
+            ticket(1, "P1", "in_progress"),
+            ticket(2, "P2", "new"),
+            ticket(3, "P4", "in_progress"),
+            ticket(4, "P1", "resolved"),
+        ];
+        let records: Vec<IngestRecord> = tickets.iter().map(|(_, r)| r.clone()).collect();
+        store.ingest(&records).await.unwrap();
+        let governor = Governor::new(
+            Arc::new(MemoryLedger::new()),
+            GovernorPolicy::default(),
+            [DeploymentBudget {
+                tier: Tier::Standard,
+                deployment: "standard".parse().unwrap(),
+                tpm,
+            }],
+        );
+        (
+            store,
+            governor,
+            tickets.into_iter().map(|(id, _)| id).collect(),
+        )
+    }
+
+    fn worker<'a>(
+        store: &'a MemoryStore,
+        governor: &'a Governor,
+        client: &'a ScriptedClient,
+        clock: &'a ManualClock,
+    ) -> RollupWorker<'a> {
+        RollupWorker {
+            store,
+            client,
+            gate: governor,
+            clock,
+            deployment: Deployment {
+                tier: Tier::Standard,
+                name: "standard".into(),
+                model: "gpt-4o-mini".into(),
+            },
+            admission_wait: Duration::from_secs(20),
+            retry: RetryPolicy {
+                max_attempts: 2,
+                ..RetryPolicy::default()
+            },
+            rng: Mutex::new(SmallRng::seed_from_u64(5)),
+        }
+    }
+
+    #[tokio::test]
+    async fn the_model_writes_the_prose_and_the_counts_come_from_the_tickets() {
+        let (store, governor, ids) = rig(100_000).await;
+        let clock = ManualClock::starting_at(T0);
+        let client = ScriptedClient(
+            Mutex::new(VecDeque::from([Ok(Completion {
+                text: "North: two major outages, rising.".into(),
+                model: "gpt-4o-mini-2024-07-18".into(),
+                usage: Usage {
+                    prompt_tokens: 300,
+                    completion_tokens: 40,
+                    total_tokens: 340,
+                },
+                rate_limit: RateLimitView::default(),
+            })])),
+            Mutex::default(),
+        );
+        let outcome = worker(&store, &governor, &client, &clock)
+            .rollup_region("north", &ids)
+            .await
+            .unwrap();
+        assert_eq!(outcome.llm_calls, 1);
+        let stored = store
+            .summary(&region_key("North "), SummaryKind::Rollup)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(stored.text, "North: two major outages, rising.");
+        assert_eq!(stored.prompt_version.as_deref(), Some("rollup/v1"));
+        assert_eq!(stored.input["open"], 3);
+        assert_eq!(
+            stored.input["by_severity"],
+            serde_json::json!([1, 1, 0, 1, 0])
+        );
+        let prompt = &client.1.lock().unwrap()[0].messages[1].content;
+        assert!(prompt.contains("Open tickets: 3"));
+        assert!(prompt.contains("INC0020001 P1: Ticket 1 technician summary."));
+        assert!(
+            !prompt.contains("INC0020004"),
+            "resolved tickets are not major outages"
+        );
+    }
+
+    #[tokio::test]
+    async fn without_budget_the_rollup_is_extractive_and_says_so() {
+        // 1,000 TPM: a roll-up call can never fit the short window.
+        let (store, governor, ids) = rig(1_000).await;
+        let clock = ManualClock::starting_at(T0);
+        let client = ScriptedClient(Mutex::default(), Mutex::default());
+        let outcome = worker(&store, &governor, &client, &clock)
+            .rollup_region("north", &ids)
+            .await
+            .unwrap();
+        assert!(client.1.lock().unwrap().is_empty());
+        assert_eq!(outcome.summary.tier, Tier::Extractive);
+        assert!(outcome.summary.degraded);
+        assert!(
+            outcome
+                .summary
+                .text
+                .starts_with("north: 3 open tickets (first report).")
+        );
+        assert!(
+            outcome
+                .summary
+                .text
+                .contains("INC0020001 P1: Ticket 1 technician summary.")
+        );
+
+        // The next roll-up sees the trend against this one.
+        clock.advance(Duration::from_secs(60));
+        let next = worker(&store, &governor, &client, &clock)
+            .rollup_region("north", &ids[..2])
+            .await
+            .unwrap();
+        assert!(
+            next.summary.text.contains("(falling)"),
+            "{}",
+            next.summary.text
+        );
+    }
+
+    #[test]
+    fn region_keys_are_stable_and_ignore_case_and_spacing() {
+        assert_eq!(region_key("North"), region_key(" north "));
+        assert_ne!(region_key("north"), region_key("south"));
+        assert_eq!(region_key("north").as_str().len(), 32);
+    }
+}

@@ -1,1 +1,431 @@
-//! Removes internals (IPs, hostnames, e-mail, phone numbers, names, CI names) from customer-facing text.
+//! The leak scrubber: customer-facing text must never carry internal hostnames or FQDNs, IP
+//! addresses (v4/v6), e-mail addresses, phone numbers, people's names, CI names or internal
+//! ticket text.
+//!
+//! Every customer notification passes through [`scrub`] (LLM output and the extractive path
+//! alike); [`find_leaks`] is the independent check tests and callers assert with. Patterns
+//! catch what has a shape (addresses, numbers, device-like tokens); the [`ScrubContext`]
+//! built from the ticket catches what does not (names, CI and group names, and any run of
+//! [`COPIED_WORDS`] words copied from the ticket's internal text). Over-scrubbing is the
+//! accepted failure mode: a lost word is cheaper than a leaked address.
+
+use std::collections::HashSet;
+use std::sync::LazyLock;
+
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+
+use crate::event::Ticket;
+
+/// What replaces a scrubbed fragment.
+pub const REDACTED: &str = "[removed]";
+
+/// A run of this many consecutive words shared with the ticket's internal text is a leak.
+pub const COPIED_WORDS: usize = 6;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LeakKind {
+    Url,
+    Email,
+    Ipv6,
+    Ipv4,
+    Phone,
+    Fqdn,
+    DeviceName,
+    Person,
+    InternalTerm,
+    InternalText,
+}
+
+/// One leak found in a text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Leak {
+    pub kind: LeakKind,
+    pub fragment: String,
+}
+
+/// What a ticket says must not reach customers.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScrubContext {
+    /// People: assignee, caller, journal authors. Whole names and their parts are removed.
+    pub people: Vec<String>,
+    /// CI names, assignment groups, locations: removed as whole phrases.
+    pub internal_terms: Vec<String>,
+    /// Hashes of every `COPIED_WORDS`-word run of the ticket's internal text.
+    #[serde(skip)]
+    internal_runs: HashSet<u64>,
+}
+
+impl ScrubContext {
+    pub fn new(
+        people: Vec<String>,
+        internal_terms: Vec<String>,
+        internal_texts: &[&str],
+    ) -> ScrubContext {
+        let mut internal_runs = HashSet::new();
+        for text in internal_texts {
+            let words = words(text);
+            for run in words.windows(COPIED_WORDS) {
+                internal_runs.insert(run_hash(run));
+            }
+        }
+        ScrubContext {
+            people,
+            internal_terms,
+            internal_runs,
+        }
+    }
+
+    /// Everything a ticket names: people, CI, group, location; its descriptions and log as internal text.
+    pub fn from_ticket(ticket: &Ticket) -> ScrubContext {
+        let people = ticket.people().into_iter().map(str::to_owned).collect();
+        let internal_terms = [&ticket.cmdb_ci, &ticket.assignment_group, &ticket.location]
+            .into_iter()
+            .flatten()
+            .cloned()
+            .collect();
+        let mut texts: Vec<&str> = vec![&ticket.short_description, &ticket.description];
+        texts.extend(ticket.log.iter().map(|e| e.text.as_str()));
+        ScrubContext::new(people, internal_terms, &texts)
+    }
+
+    /// Adds internal text (e.g. bounded log lines) to the copied-run check.
+    pub fn add_internal_text(&mut self, text: &str) {
+        for run in words(text).windows(COPIED_WORDS) {
+            self.internal_runs.insert(run_hash(run));
+        }
+    }
+}
+
+/// Scrubbed text and how many fragments were removed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Scrubbed {
+    pub text: String,
+    pub removed: usize,
+}
+
+struct Pattern {
+    kind: LeakKind,
+    regex: Regex,
+    /// Extra test on a match (e.g. a phone needs enough digits).
+    accept: fn(&str) -> bool,
+}
+
+fn always(_: &str) -> bool {
+    true
+}
+
+fn enough_phone_digits(s: &str) -> bool {
+    s.bytes().filter(u8::is_ascii_digit).count() >= 9
+}
+
+fn is_ipv6(s: &str) -> bool {
+    s.parse::<std::net::Ipv6Addr>().is_ok()
+        || s.split('/')
+            .next()
+            .is_some_and(|a| a.parse::<std::net::Ipv6Addr>().is_ok())
+}
+
+/// Device-like tokens: letters and digits mixed (`lon-pe-01`, `rtr01`, `ge-0/0/1`, `INC0012345`).
+fn device_like(s: &str) -> bool {
+    let has_digit = s.bytes().any(|b| b.is_ascii_digit());
+    let has_alpha = s.bytes().any(|b| b.is_ascii_alphabetic());
+    let joined = s.contains(['-', '_', '/']);
+    has_digit && has_alpha && (s.len() >= 4 || joined) && !is_plain_wording(s)
+}
+
+/// Letter-digit words customers may legitimately read.
+fn is_plain_wording(s: &str) -> bool {
+    let lower = s.to_ascii_lowercase();
+    matches!(lower.as_str(), "4g" | "5g" | "3g" | "24x7" | "wi-fi")
+        || lower.ends_with("am") && lower.len() <= 4
+        || lower.ends_with("pm") && lower.len() <= 4
+}
+
+static PATTERNS: LazyLock<Vec<Pattern>> = LazyLock::new(|| {
+    let p = |kind, re: &str, accept| {
+        Regex::new(re).ok().map(|regex| Pattern {
+            kind,
+            regex,
+            accept,
+        })
+    };
+    [
+        p(
+            LeakKind::Url,
+            r"(?i)\b[a-z][a-z0-9+.-]*://[^\s<>()]+",
+            always,
+        ),
+        p(
+            LeakKind::Email,
+            r"(?i)[a-z0-9._%+-]+@[a-z0-9-]+(?:\.[a-z0-9-]+)+",
+            always,
+        ),
+        p(
+            LeakKind::Ipv6,
+            r"(?i)(?:[0-9a-f]{0,4}:){2,7}[0-9a-f]{0,4}(?:%\w+)?(?:/\d{1,3})?",
+            is_ipv6,
+        ),
+        p(
+            LeakKind::Ipv4,
+            r"\b(?:\d{1,3}\.){3}\d{1,3}(?:/\d{1,2})?\b",
+            always,
+        ),
+        p(
+            LeakKind::Phone,
+            r"\+?\(?\d[\d\s().-]{6,}\d",
+            enough_phone_digits,
+        ),
+        p(
+            LeakKind::Fqdn,
+            r"(?i)\b(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}\b",
+            always,
+        ),
+        p(
+            LeakKind::DeviceName,
+            r"\b[A-Za-z0-9]+(?:[-_/][A-Za-z0-9]+)*\b",
+            device_like,
+        ),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+});
+
+/// Removes every leak from `text`.
+pub fn scrub(text: &str, ctx: &ScrubContext) -> Scrubbed {
+    let mut removed = 0;
+    let mut out = drop_copied_sentences(text, ctx, &mut removed);
+    for term in terms(ctx) {
+        out = replace_phrase(&out, &term, &mut removed);
+    }
+    for pattern in PATTERNS.iter() {
+        let mut count = 0;
+        let replaced = pattern
+            .regex
+            .replace_all(&out, |caps: &regex::Captures<'_>| {
+                let m = caps.get(0).map_or("", |m| m.as_str());
+                if (pattern.accept)(m) {
+                    count += 1;
+                    REDACTED.to_owned()
+                } else {
+                    m.to_owned()
+                }
+            });
+        if count > 0 {
+            removed += count;
+            out = replaced.into_owned();
+        }
+    }
+    Scrubbed { text: out, removed }
+}
+
+/// Every leak in `text`; empty for a clean text.
+pub fn find_leaks(text: &str, ctx: &ScrubContext) -> Vec<Leak> {
+    let mut leaks = Vec::new();
+    for pattern in PATTERNS.iter() {
+        for m in pattern.regex.find_iter(text) {
+            if (pattern.accept)(m.as_str()) {
+                leaks.push(Leak {
+                    kind: pattern.kind,
+                    fragment: m.as_str().to_owned(),
+                });
+            }
+        }
+    }
+    let lower = text.to_ascii_lowercase();
+    for person in &ctx.people {
+        for part in person_terms(person) {
+            if contains_phrase(&lower, &part) {
+                leaks.push(Leak {
+                    kind: LeakKind::Person,
+                    fragment: part,
+                });
+            }
+        }
+    }
+    for term in &ctx.internal_terms {
+        let t = term.trim().to_ascii_lowercase();
+        if t.len() >= 3 && contains_phrase(&lower, &t) {
+            leaks.push(Leak {
+                kind: LeakKind::InternalTerm,
+                fragment: term.clone(),
+            });
+        }
+    }
+    let w = words(text);
+    for run in w.windows(COPIED_WORDS) {
+        if ctx.internal_runs.contains(&run_hash(run)) {
+            leaks.push(Leak {
+                kind: LeakKind::InternalText,
+                fragment: run.join(" "),
+            });
+        }
+    }
+    leaks
+}
+
+/// Whole names first, then their parts (a sentence may say only "Priya").
+fn person_terms(person: &str) -> Vec<String> {
+    let whole = person.trim().to_ascii_lowercase();
+    let mut out = vec![whole.clone()];
+    out.extend(
+        whole
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|p| p.chars().count() >= 3)
+            .map(str::to_owned),
+    );
+    out.retain(|t| !t.is_empty());
+    out
+}
+
+/// People's names and parts, and internal terms, longest first so whole names go before parts.
+fn terms(ctx: &ScrubContext) -> Vec<String> {
+    let mut all: Vec<String> = ctx.people.iter().flat_map(|p| person_terms(p)).collect();
+    all.extend(
+        ctx.internal_terms
+            .iter()
+            .map(|t| t.trim().to_ascii_lowercase())
+            .filter(|t| t.len() >= 3),
+    );
+    all.sort_by_key(|t| std::cmp::Reverse(t.len()));
+    all.dedup();
+    all
+}
+
+fn is_word_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b >= 0x80
+}
+
+/// Finds `needle` (lower-case) in `lower` at word boundaries.
+fn find_phrase(lower: &str, needle: &str, from: usize) -> Option<usize> {
+    let mut start = from;
+    while let Some(pos) = lower.get(start..)?.find(needle) {
+        let at = start + pos;
+        let end = at + needle.len();
+        let before_ok = at == 0 || !is_word_byte(lower.as_bytes()[at - 1]);
+        let after_ok = end >= lower.len() || !is_word_byte(lower.as_bytes()[end]);
+        if before_ok && after_ok {
+            return Some(at);
+        }
+        start = at + needle.len().max(1);
+        while start < lower.len() && !lower.is_char_boundary(start) {
+            start += 1;
+        }
+    }
+    None
+}
+
+fn contains_phrase(lower: &str, needle: &str) -> bool {
+    !needle.is_empty() && find_phrase(lower, needle, 0).is_some()
+}
+
+/// Case-insensitive whole-word replacement. Lower-casing is ASCII-only so byte offsets line up.
+fn replace_phrase(text: &str, needle: &str, removed: &mut usize) -> String {
+    let needle = needle.to_ascii_lowercase();
+    let lower = text.to_ascii_lowercase();
+    if needle.is_empty() || find_phrase(&lower, &needle, 0).is_none() {
+        return text.to_owned();
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut last = 0;
+    let mut from = 0;
+    while let Some(at) = find_phrase(&lower, &needle, from) {
+        out.push_str(&text[last..at]);
+        out.push_str(REDACTED);
+        *removed += 1;
+        last = at + needle.len();
+        from = last;
+    }
+    out.push_str(&text[last..]);
+    out
+}
+
+/// Sentences sharing a `COPIED_WORDS`-word run with internal text are dropped whole.
+fn drop_copied_sentences(text: &str, ctx: &ScrubContext, removed: &mut usize) -> String {
+    if ctx.internal_runs.is_empty() {
+        return text.to_owned();
+    }
+    let mut out = String::with_capacity(text.len());
+    for sentence in text.split_inclusive(['.', '!', '?', '\n']) {
+        let copied = words(sentence)
+            .windows(COPIED_WORDS)
+            .any(|run| ctx.internal_runs.contains(&run_hash(run)));
+        if copied {
+            *removed += 1;
+        } else {
+            out.push_str(sentence);
+        }
+    }
+    out
+}
+
+fn words(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect()
+}
+
+fn run_hash(run: &[String]) -> u64 {
+    let parts: Vec<&[u8]> = run.iter().flat_map(|w| [w.as_bytes(), b" "]).collect();
+    crate::classifier::features::fnv1a(&parts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ctx() -> ScrubContext {
+        ScrubContext::new(
+            vec!["Priya Raman".into(), "Tom O'Neill".into()],
+            vec!["lon-pe-01".into(), "Core Network Ops".into()],
+            &["technician swapped the optic on the aggregation card at the north exchange"],
+        )
+    }
+
+    #[test]
+    fn removes_addresses_names_and_devices() {
+        let text = "Contact priya.raman@corp.example.com or +44 20 7946 0958. Device lon-pe-01 (10.12.0.1, \
+                    2001:db8::1) at core1.lon.corp.example.net failed; Priya and Core Network Ops are on it. \
+                    See INC0012345 and https://intranet.example.com/x.";
+        let s = scrub(text, &ctx());
+        for bad in [
+            "priya",
+            "Priya",
+            "7946",
+            "lon-pe-01",
+            "10.12.0.1",
+            "2001:db8::1",
+            "corp.example",
+            "Core Network Ops",
+            "INC0012345",
+            "https",
+        ] {
+            assert!(!s.text.contains(bad), "{bad} survived in {:?}", s.text);
+        }
+        assert!(
+            find_leaks(&s.text, &ctx()).is_empty(),
+            "{:?}",
+            find_leaks(&s.text, &ctx())
+        );
+        assert!(s.removed >= 9);
+    }
+
+    #[test]
+    fn plain_customer_wording_survives() {
+        let text = "We are aware of an issue affecting internet service in the North area. Around 1,200 \
+                    customers are affected since 10:05. Our engineers are working to restore service.";
+        let s = scrub(text, &ctx());
+        assert_eq!(s.text, text);
+        assert_eq!(s.removed, 0);
+    }
+
+    #[test]
+    fn sentences_copied_from_internal_text_are_dropped() {
+        let text = "Service is degraded. The technician swapped the optic on the aggregation card yesterday. We will update you.";
+        let s = scrub(text, &ctx());
+        assert_eq!(s.text, "Service is degraded. We will update you.");
+    }
+}

@@ -18,10 +18,11 @@ use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
 use crate::clock::{Clock, EpochMillis};
+use crate::governor::Reservation;
 use crate::job::{JobId, SummaryKind, Tier};
 use crate::llm::{ChatRequest, LlmClient};
 use crate::prompts::{self, TicketText};
-use crate::retry::{Admission, CallRecord, GiveUp, RetryEnv, RetryPolicy, complete_with_retry};
+use crate::retry::{CallRecord, GiveUp, RetryEnv, RetryGate, RetryPolicy, complete_with_retry};
 use crate::store::{Lease, LeasedGroup, Store, StoreError};
 use crate::summary::{EXTRACTIVE_MODEL, PutOutcome, Summary};
 use crate::ticket_id::TicketId;
@@ -79,7 +80,7 @@ impl Default for SummarizeSettings {
 pub struct TierWorker<'a> {
     pub store: &'a dyn Store,
     pub client: &'a dyn LlmClient,
-    pub admission: &'a dyn Admission,
+    pub gate: &'a dyn RetryGate,
     pub clock: &'a dyn Clock,
     pub zero_token: &'a dyn ZeroTokenPath,
     pub deployment: Deployment,
@@ -144,13 +145,14 @@ struct Item<'g> {
 impl TierWorker<'_> {
     /// Summarizes a leased group and acknowledges its leases.
     ///
-    /// `reserved` is what dispatch reserved for the group's first call(s); it is
-    /// reconciled with real usage. Store failures abort without acknowledging, so
-    /// the leases expire and the jobs are served again.
+    /// `reservation` is what dispatch admitted for the group's call; it is settled
+    /// with real usage. A group mixing summary kinds needs one call per kind: the
+    /// further calls are admitted through the governor first. Store failures abort
+    /// without acknowledging, so the leases expire and the jobs are served again.
     pub async fn summarize_group(
         &self,
         group: &LeasedGroup,
-        reserved: Tokens,
+        reservation: Option<Reservation>,
     ) -> Result<SummarizeOutcome, StoreError> {
         let mut outcome = SummarizeOutcome::default();
         let mut by_kind: BTreeMap<SummaryKind, Vec<Item<'_>>> = BTreeMap::new();
@@ -166,10 +168,9 @@ impl TierWorker<'_> {
                 }
             }
         }
-        let partitions = by_kind.len().max(1) as u64;
+        let mut reservation = reservation;
         for (kind, items) in by_kind {
-            let share = Tokens(reserved.get() / partitions);
-            self.summarize_kind(kind, &items, share, &mut outcome)
+            self.summarize_kind(kind, &items, reservation.take(), &mut outcome)
                 .await?;
         }
         Ok(outcome)
@@ -204,10 +205,16 @@ impl TierWorker<'_> {
         &self,
         kind: SummaryKind,
         items: &[Item<'_>],
-        reserved: Tokens,
+        reservation: Option<Reservation>,
         outcome: &mut SummarizeOutcome,
     ) -> Result<(), StoreError> {
         let template = prompts::current(kind);
+        // What a call costs at admission: every ticket's prompt plus max_tokens.
+        let cost = items
+            .iter()
+            .map(|i| i.lease.job.prompt_tokens)
+            .sum::<Tokens>()
+            + Tokens(u64::from(template.max_tokens));
         let per_ticket = self.settings.prompt_chars / items.len().max(1);
         let request = self.request(kind, items, per_ticket);
         let shorten = |_: &ChatRequest| Some(self.request(kind, items, per_ticket / 2));
@@ -219,12 +226,13 @@ impl TierWorker<'_> {
         let mut rng = SmallRng::seed_from_u64(seed);
         let env = RetryEnv {
             client: self.client,
-            admission: self.admission,
+            gate: self.gate,
             clock: self.clock,
             policy: &self.settings.retry,
             deadline: self.deadline(items),
         };
-        let retried = complete_with_retry(env, request, reserved, Some(&shorten), &mut rng).await;
+        let retried =
+            complete_with_retry(env, request, reservation, cost, Some(&shorten), &mut rng).await;
         outcome.calls.extend(retried.calls);
         let result = retried.result;
         if let Ok(completion) = &result {
@@ -383,5 +391,350 @@ impl TierWorker<'_> {
             outcome.lost_leases += 1;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+    use std::sync::Arc;
+
+    use async_trait::async_trait;
+
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::governor::{DeploymentBudget, Governor, GovernorPolicy, MemoryLedger};
+    use crate::job::Job;
+    use crate::llm::{Completion, LlmError, RateLimitView, Usage};
+    use crate::severity::Severity;
+    use crate::store::memory::MemoryStore;
+    use crate::store::{AgingPolicy, IngestRecord};
+    use crate::zero_token::BasicZeroTokenPath;
+
+    #[derive(Debug)]
+    struct ScriptedClient {
+        script: Mutex<VecDeque<Result<Completion, LlmError>>>,
+        seen: Mutex<Vec<ChatRequest>>,
+    }
+
+    #[async_trait]
+    impl LlmClient for ScriptedClient {
+        async fn complete(&self, request: &ChatRequest) -> Result<Completion, LlmError> {
+            self.seen.lock().unwrap().push(request.clone());
+            self.script
+                .lock()
+                .unwrap()
+                .pop_front()
+                .unwrap_or(Err(LlmError::Timeout))
+        }
+    }
+
+    fn client(script: Vec<Result<Completion, LlmError>>) -> ScriptedClient {
+        ScriptedClient {
+            script: Mutex::new(script.into()),
+            seen: Mutex::default(),
+        }
+    }
+
+    fn answer(text: &str) -> Result<Completion, LlmError> {
+        Ok(Completion {
+            text: text.into(),
+            model: "gpt-4o-2024-08-06".into(),
+            usage: Usage {
+                prompt_tokens: 900,
+                completion_tokens: 100,
+                total_tokens: 1_000,
+            },
+            rate_limit: RateLimitView::default(),
+        })
+    }
+
+    const T0: EpochMillis = EpochMillis(1_800_000_000_000);
+
+    fn ticket_id(n: u8) -> TicketId {
+        format!("{n:032x}").parse().unwrap()
+    }
+
+    fn record(n: u8, version: u64, kinds: &[SummaryKind]) -> IngestRecord {
+        let id = ticket_id(n);
+        let number = format!("INC00100{n:02}");
+        let snapshot = serde_json::json!({
+            "id": id.as_str(), "number": number, "version": version, "severity": "P1",
+            "state": "in_progress", "cmdb_ci": format!("ams-agg-0{n}"), "region": "north",
+            "assigned_to": "Jane Roe",
+            "short_description": format!("Site {n} down after fibre cut"),
+            "log": [{"author": "Wei Chen", "source": "work_note",
+                     "text": format!("BGP session to 10.0.0.{n} down\nsplice crew dispatched to site {n}")}]
+        });
+        let jobs = kinds
+            .iter()
+            .map(|&kind| Job {
+                id: JobId {
+                    ticket: id.clone(),
+                    version,
+                    kind,
+                },
+                number: number.clone(),
+                severity: Severity::P1,
+                tier: Tier::Premium,
+                prompt_tokens: Tokens(400),
+                max_output_tokens: Tokens(300),
+                enqueued_at: T0,
+                deadline: T0.plus(Duration::from_secs(300)),
+                coalesce_key: Some("north:fibre".into()),
+                region: Some("north".into()),
+            })
+            .collect();
+        IngestRecord {
+            ticket: id.clone(),
+            version,
+            snapshot,
+            instant_summary: Summary {
+                ticket: id,
+                number,
+                version,
+                kind: SummaryKind::Technician,
+                text: "instant extractive".into(),
+                tier: Tier::Extractive,
+                model: EXTRACTIVE_MODEL.into(),
+                degraded: false,
+                tokens_used: Tokens::ZERO,
+                created_at: T0,
+                prompt_version: None,
+                input: serde_json::Value::Null,
+            },
+            jobs,
+            closed: false,
+            region: Some("north".into()),
+        }
+    }
+
+    struct Rig {
+        store: MemoryStore,
+        governor: Governor,
+        clock: ManualClock,
+        zero: BasicZeroTokenPath,
+    }
+
+    impl Rig {
+        async fn new(records: Vec<IngestRecord>) -> Rig {
+            let store = MemoryStore::new();
+            store.ingest(&records).await.unwrap();
+            Rig {
+                store,
+                governor: Governor::new(
+                    Arc::new(MemoryLedger::new()),
+                    GovernorPolicy::default(),
+                    [DeploymentBudget {
+                        tier: Tier::Premium,
+                        deployment: "premium".parse().unwrap(),
+                        tpm: 100_000,
+                    }],
+                ),
+                clock: ManualClock::starting_at(T0),
+                zero: BasicZeroTokenPath,
+            }
+        }
+
+        fn worker<'a>(&'a self, client: &'a ScriptedClient) -> TierWorker<'a> {
+            TierWorker {
+                store: &self.store,
+                client,
+                gate: &self.governor,
+                clock: &self.clock,
+                zero_token: &self.zero,
+                deployment: Deployment {
+                    tier: Tier::Premium,
+                    name: "premium".into(),
+                    model: "gpt-4o".into(),
+                },
+                settings: SummarizeSettings::default(),
+                rng: Mutex::new(SmallRng::seed_from_u64(11)),
+            }
+        }
+
+        async fn lease(&self) -> LeasedGroup {
+            self.store
+                .lease(
+                    Tier::Premium,
+                    self.clock.now(),
+                    Duration::from_secs(120),
+                    8,
+                    AgingPolicy {
+                        promote_every: Duration::from_secs(60),
+                    },
+                )
+                .await
+                .unwrap()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_coalesced_group_costs_one_call_and_each_ticket_keeps_its_specifics() {
+        let rig = Rig::new(vec![
+            record(1, 3, &[SummaryKind::Technician]),
+            record(2, 5, &[SummaryKind::Technician]),
+        ])
+        .await;
+        let group = rig.lease().await;
+        assert_eq!(group.len(), 2);
+        let llm = client(vec![answer(
+            "A fibre cut took down two aggregation sites. Broadband is out. Crews dispatched. \
+             Sessions are down. Splice expected at 18:00. Extra sentence.",
+        )]);
+        let outcome = rig
+            .worker(&llm)
+            .summarize_group(&group, None)
+            .await
+            .unwrap();
+        assert_eq!(llm.seen.lock().unwrap().len(), 1);
+        assert_eq!(outcome.acked, 2);
+        assert_eq!(outcome.tokens_used, Tokens(1_000));
+        for n in [1u8, 2] {
+            let stored = rig
+                .store
+                .summary(&ticket_id(n), SummaryKind::Technician)
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(stored.tier, Tier::Premium);
+            assert_eq!(stored.model, "gpt-4o-2024-08-06");
+            assert_eq!(stored.prompt_version.as_deref(), Some("technician/v1"));
+            assert!(!stored.degraded);
+            assert_eq!(stored.tokens_used, Tokens(500));
+            assert!(
+                stored
+                    .text
+                    .starts_with("A fibre cut took down two aggregation sites.")
+            );
+            assert!(
+                stored
+                    .text
+                    .contains(&format!("This ticket (INC00100{n:02})")),
+                "{}",
+                stored.text
+            );
+            assert!(stored.text.contains(&format!("ams-agg-0{n}")));
+            assert!(!stored.text.contains("Extra sentence"));
+        }
+        assert_eq!(outcome.work_notes.len(), 2);
+        assert!(!rig.store.job_exists(&group[0].job.id).await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn when_every_attempt_fails_the_extractive_summary_stands_degraded() {
+        let rig = Rig::new(vec![record(3, 1, &[SummaryKind::Customer])]).await;
+        let group = rig.lease().await;
+        let llm = client(vec![]); // every call times out
+        let outcome = rig
+            .worker(&llm)
+            .summarize_group(&group, None)
+            .await
+            .unwrap();
+        let calls = llm.seen.lock().unwrap().len();
+        assert_eq!(calls, RetryPolicy::default().max_attempts as usize);
+        let stored = rig
+            .store
+            .summary(&ticket_id(3), SummaryKind::Customer)
+            .await
+            .unwrap()
+            .expect("a job never ends without a summary");
+        assert!(stored.degraded);
+        assert_eq!(stored.tier, Tier::Extractive);
+        assert_eq!(stored.model, EXTRACTIVE_MODEL);
+        assert!(!stored.text.contains("Jane") && !stored.text.contains("ams-agg"));
+        assert_eq!(outcome.acked, 1);
+        assert!(matches!(
+            outcome.summaries.values().next(),
+            Some(SummarySource::Extractive {
+                reason: GiveUp::AttemptsExhausted { .. }
+            })
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_content_filter_verdict_falls_back_after_one_call() {
+        let rig = Rig::new(vec![record(4, 1, &[SummaryKind::Technician])]).await;
+        let group = rig.lease().await;
+        let llm = client(vec![Err(LlmError::ContentFiltered {
+            message: "violence".into(),
+        })]);
+        let outcome = rig
+            .worker(&llm)
+            .summarize_group(&group, None)
+            .await
+            .unwrap();
+        assert_eq!(llm.seen.lock().unwrap().len(), 1);
+        assert_eq!(outcome.acked, 1);
+        // The instant extractive summary of this version stands.
+        let stored = rig
+            .store
+            .summary(&ticket_id(4), SummaryKind::Technician)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(stored.tier, Tier::Extractive);
+    }
+
+    #[tokio::test]
+    async fn customer_notices_from_the_llm_are_scrubbed() {
+        let rig = Rig::new(vec![record(5, 1, &[SummaryKind::Customer])]).await;
+        let group = rig.lease().await;
+        let llm = client(vec![answer(
+            "Jane Roe reports that ams-agg-05 (10.0.0.5) lost power; call 020 555 0100.",
+        )]);
+        let outcome = rig
+            .worker(&llm)
+            .summarize_group(&group, None)
+            .await
+            .unwrap();
+        let notice = &outcome.notices[0];
+        for leak in ["Jane", "Roe", "ams-agg-05", "10.0.0.5", "555"] {
+            assert!(
+                !notice.text.contains(leak),
+                "{leak} leaked: {}",
+                notice.text
+            );
+        }
+        assert_eq!(notice.region.as_deref(), Some("north"));
+    }
+
+    #[tokio::test]
+    async fn a_superseded_version_is_acknowledged_without_a_call() {
+        let rig = Rig::new(vec![record(6, 1, &[SummaryKind::Technician])]).await;
+        let group = rig.lease().await;
+        rig.store.ingest(&[record(6, 2, &[])]).await.unwrap();
+        let llm = client(vec![]);
+        let outcome = rig
+            .worker(&llm)
+            .summarize_group(&group, None)
+            .await
+            .unwrap();
+        assert!(llm.seen.lock().unwrap().is_empty());
+        assert_eq!((outcome.superseded, outcome.acked), (1, 1));
+    }
+
+    #[tokio::test]
+    async fn a_group_of_two_kinds_makes_one_call_per_kind_within_the_bound() {
+        let rig = Rig::new(vec![record(
+            7,
+            1,
+            &[SummaryKind::Technician, SummaryKind::Customer],
+        )])
+        .await;
+        let group = rig.lease().await;
+        assert_eq!(group.len(), 2);
+        let llm = client(vec![
+            answer("Tech."),
+            answer("Customers in the north may see outages."),
+        ]);
+        let outcome = rig
+            .worker(&llm)
+            .summarize_group(&group, None)
+            .await
+            .unwrap();
+        assert_eq!(llm.seen.lock().unwrap().len(), 2);
+        assert_eq!(outcome.summaries.len(), 2);
+        assert!(outcome.summaries.values().all(|s| *s == SummarySource::Llm));
     }
 }

@@ -17,6 +17,12 @@ pub struct TicketId(String);
 pub struct TicketIdParseError(pub String);
 
 impl TicketId {
+    /// The id spelling these 16 bytes in hex: for keys derived by hashing (a region's
+    /// roll-up is stored under one).
+    pub fn from_bytes(bytes: [u8; 16]) -> TicketId {
+        TicketId(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    }
+
     pub fn as_str(&self) -> &str {
         &self.0
     }

@@ -6,7 +6,11 @@ use clap::{Parser, Subcommand};
 use stormgate_handlers::cli;
 
 #[derive(Debug, Parser)]
-#[command(name = "stormgate", version, about = "stormgate's command line")]
+#[command(
+    name = "stormgate",
+    version,
+    about = "stormgate operator and development commands"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -14,6 +18,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Fit the severity classifier from labelled history; writes a model and an evaluation report.
+    Train(cli::train::TrainArgs),
     /// Serve the Azure OpenAI simulator on 127.0.0.1.
     Simulate(cli::simulate::SimulateArgs),
 }
@@ -21,6 +27,7 @@ enum Command {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
+        Command::Train(args) => cli::train::run(&args),
         Command::Simulate(args) => cli::simulate::run(args).await,
     }
 }

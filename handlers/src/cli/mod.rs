@@ -1,3 +1,4 @@
-//! The `stormgate` command line's subcommands, one module each.
+//! Subcommands of the `stormgate` command line, one module each.
 
 pub mod simulate;
+pub mod train;

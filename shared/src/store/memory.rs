@@ -100,8 +100,8 @@ impl State {
                 self.enqueue(job);
             }
         }
-        if let Some(region) = &record.region {
-            self.due_regions.insert(region.clone());
+        if let Some(region) = record.region.as_deref().filter(|r| !r.is_empty()) {
+            self.due_regions.insert(region.to_owned());
         }
         IngestOutcome::Accepted
     }

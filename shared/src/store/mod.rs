@@ -212,4 +212,18 @@ pub trait Store: Send + Sync + std::fmt::Debug {
 
     /// Regions whose executive roll-up is due, cleared as they are taken.
     async fn take_due_regions(&self) -> Result<Vec<String>, StoreError>;
+
+    /// Up to `limit` tickets of `region` with a stored snapshot, most recently
+    /// ingested first: what a regional roll-up reads. Backends that keep no region
+    /// index say so rather than answer with an empty region.
+    async fn region_tickets(
+        &self,
+        region: &str,
+        limit: usize,
+    ) -> Result<Vec<TicketId>, StoreError> {
+        let _ = (region, limit);
+        Err(StoreError::Unavailable(
+            "this store keeps no region index".to_owned(),
+        ))
+    }
 }

@@ -1,1 +1,677 @@
 //! The Redis store: production state, every multi-key change one atomic Lua script.
+//!
+//! Construction never touches the network: the connection (a [`ConnectionManager`],
+//! which reconnects by itself) is made on first use, and the scripts are loaded on it
+//! then, so the handler can answer the host before Redis is reachable. A connection
+//! failure is [`StoreError::Unavailable`]; the next call tries again.
+//!
+//! Scripts live in `scripts/*.lua`, each prefixed with `scripts/lib.lua`, and run by
+//! EVALSHA (reloaded and retried once if the server lost its script cache). `ingest`
+//! sends one EVALSHA per record in a single pipeline: one round trip per batch.
+//!
+//! # Key layout
+//!
+//! Every key starts with the namespace in braces, `{ns}`, a Redis Cluster hash tag: all
+//! of a namespace's keys live in one slot, so scripts may touch any of them.
+//!
+//! | key                               | type   | content                                                  |
+//! |-----------------------------------|--------|----------------------------------------------------------|
+//! | `{ns}:ticket:<sys_id>`            | hash   | `version`, `snapshot` (JSON)                             |
+//! | `{ns}:summary:<sys_id>`           | hash   | per kind: `<kind>` (JSON), `<kind>:version`, `<kind>:rank` (extractive 0, LLM 1) |
+//! | `{ns}:job:<job id>`               | hash   | `json`, `ticket`, `version`, `kind`, `tier`, `rank`, `enq`, `co`; while leased `token`, `exp`; `cancelled` |
+//! | `{ns}:ticket_jobs:<sys_id>`       | set    | ids of the ticket's pending and leased jobs              |
+//! | `{ns}:pending:<tier>:<rank>`      | zset   | pending job ids of one tier and severity, score = enqueued_at |
+//! | `{ns}:coalesce:<tier>:<key>`      | zset   | pending job ids sharing a coalescing key, score = enqueued_at |
+//! | `{ns}:leased:<tier>`              | zset   | leased job ids, score = lease expiry                     |
+//! | `{ns}:lease_seq`                  | string | counter behind lease tokens (`<seq>.<position in group>`) |
+//! | `{ns}:dead_letters`               | stream | `reason`, `raw`, `at`, and `topic`, `partition`, `offset` when known |
+//! | `{ns}:rollup_due`                 | set    | regions whose roll-up is due                             |
+//!
+//! A job id is `<sys_id>:<version>:<kind>`; tiers and kinds are their lower-case names;
+//! ranks are 1 (P1) to 5 (P5).
+//!
+//! Queue order needs no rescoring: pending jobs are kept per severity in arrival order,
+//! and `lease` compares the five heads by `enqueued_at + (rank - 1) × promote_every`
+//! (see [`AgingPolicy::effective_score`]), so the aging policy is a lease parameter and
+//! can change without touching stored data. Times and versions must stay below 2^53
+//! (Lua numbers are doubles); epoch milliseconds are far below.
+
+use std::str::FromStr;
+use std::sync::LazyLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{ErrorKind, Script, ScriptInvocation, ServerErrorKind, Value};
+use tokio::sync::OnceCell;
+
+use super::{
+    AgingPolicy, DeadLetter, IngestOutcome, IngestRecord, Lease, LeasedGroup, QueueStats, Store,
+    StoreError,
+};
+use crate::clock::EpochMillis;
+use crate::job::{Job, JobId, SummaryKind, Tier};
+use crate::severity::Severity;
+use crate::summary::{PutOutcome, Summary};
+use crate::ticket_id::TicketId;
+
+/// A store namespace: 1 to 64 characters from `A-Z a-z 0-9 _ - . :`, so that it can
+/// sit inside a hash tag and never collide with the key separators that follow it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Namespace(String);
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("not a store namespace (1-64 characters of A-Z a-z 0-9 _ - . :): {0:?}")]
+pub struct NamespaceParseError(pub String);
+
+impl FromStr for Namespace {
+    type Err = NamespaceParseError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':');
+        if (1..=64).contains(&s.len()) && s.chars().all(allowed) {
+            Ok(Namespace(s.to_owned()))
+        } else {
+            Err(NamespaceParseError(s.chars().take(80).collect()))
+        }
+    }
+}
+
+impl Namespace {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+struct Scripts {
+    ingest: Script,
+    enqueue: Script,
+    put_summary: Script,
+    lease: Script,
+    ack: Script,
+    release: Script,
+    reclaim: Script,
+    cancel: Script,
+    take_due_regions: Script,
+}
+
+macro_rules! store_script {
+    ($file:literal) => {
+        Script::new(concat!(
+            include_str!("scripts/lib.lua"),
+            include_str!(concat!("scripts/", $file))
+        ))
+    };
+}
+
+static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
+    ingest: store_script!("ingest.lua"),
+    enqueue: store_script!("enqueue.lua"),
+    put_summary: store_script!("put_summary.lua"),
+    lease: store_script!("lease.lua"),
+    ack: store_script!("ack.lua"),
+    release: store_script!("release.lua"),
+    reclaim: store_script!("reclaim.lua"),
+    cancel: store_script!("cancel.lua"),
+    take_due_regions: store_script!("take_due_regions.lua"),
+});
+
+impl Scripts {
+    fn all(&self) -> [&Script; 9] {
+        [
+            &self.ingest,
+            &self.enqueue,
+            &self.put_summary,
+            &self.lease,
+            &self.ack,
+            &self.release,
+            &self.reclaim,
+            &self.cancel,
+            &self.take_due_regions,
+        ]
+    }
+}
+
+/// The Redis [`Store`]. Clone-free: share it behind an `Arc`.
+pub struct RedisStore {
+    client: redis::Client,
+    config: ConnectionManagerConfig,
+    prefix: String,
+    connection: OnceCell<ConnectionManager>,
+    round_trips: AtomicU64,
+}
+
+impl std::fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The client's connection info may hold credentials: show the namespace only.
+        f.debug_struct("RedisStore")
+            .field("prefix", &self.prefix)
+            .field("connected", &self.connection.initialized())
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisStore {
+    /// A store over `client` with stormgate's connection defaults (5 s connect and
+    /// response timeouts, 2 connection retries). Does not connect.
+    pub fn new(client: redis::Client, namespace: Namespace) -> Self {
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(Duration::from_secs(5)))
+            .set_response_timeout(Some(Duration::from_secs(5)))
+            .set_number_of_retries(2);
+        Self::with_config(client, namespace, config)
+    }
+
+    /// A store with an explicit connection configuration (e.g. a credentials provider
+    /// for Entra ID). Does not connect.
+    pub fn with_config(
+        client: redis::Client,
+        namespace: Namespace,
+        config: ConnectionManagerConfig,
+    ) -> Self {
+        RedisStore {
+            client,
+            config,
+            prefix: format!("{{{}}}", namespace.as_str()),
+            connection: OnceCell::new(),
+            round_trips: AtomicU64::new(0),
+        }
+    }
+
+    /// Requests this store has sent to Redis (a pipeline counts once), for benchmarks.
+    pub fn round_trips(&self) -> u64 {
+        self.round_trips.load(Ordering::Relaxed)
+    }
+
+    fn key(&self, parts: &[&str]) -> String {
+        let mut key = self.prefix.clone();
+        for part in parts {
+            key.push(':');
+            key.push_str(part);
+        }
+        key
+    }
+
+    async fn connection(&self) -> Result<ConnectionManager, StoreError> {
+        let connection = self
+            .connection
+            .get_or_try_init(|| async {
+                let mut connection =
+                    ConnectionManager::new_with_config(self.client.clone(), self.config.clone())
+                        .await?;
+                self.load_scripts(&mut connection).await?;
+                Ok::<_, StoreError>(connection)
+            })
+            .await?;
+        Ok(connection.clone())
+    }
+
+    async fn load_scripts(&self, connection: &mut ConnectionManager) -> Result<(), StoreError> {
+        let mut pipe = redis::pipe();
+        for script in SCRIPTS.all() {
+            pipe.load_script(script);
+        }
+        self.round_trips.fetch_add(1, Ordering::Relaxed);
+        pipe.query_async::<()>(connection).await?;
+        Ok(())
+    }
+
+    /// Runs one script; EVALSHA, reloading the script if the server lost it.
+    async fn run<T: redis::FromRedisValue>(
+        &self,
+        invocation: &ScriptInvocation<'_>,
+    ) -> Result<T, StoreError> {
+        let mut connection = self.connection().await?;
+        self.round_trips.fetch_add(1, Ordering::Relaxed);
+        Ok(invocation.invoke_async(&mut connection).await?)
+    }
+
+    /// Runs a pipeline of EVALSHAs; if the server lost its script cache (restart,
+    /// failover) nothing ran, so the scripts are loaded again and the pipeline retried.
+    async fn run_pipeline<T: redis::FromRedisValue>(
+        &self,
+        pipe: &redis::Pipeline,
+    ) -> Result<T, StoreError> {
+        let mut connection = self.connection().await?;
+        self.round_trips.fetch_add(1, Ordering::Relaxed);
+        match pipe.query_async(&mut connection).await {
+            Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                self.load_scripts(&mut connection).await?;
+                self.round_trips.fetch_add(1, Ordering::Relaxed);
+                Ok(pipe.query_async(&mut connection).await?)
+            }
+            result => Ok(result?),
+        }
+    }
+
+    async fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T, StoreError> {
+        let mut connection = self.connection().await?;
+        self.round_trips.fetch_add(1, Ordering::Relaxed);
+        Ok(cmd.query_async(&mut connection).await?)
+    }
+
+    fn ingest_invocation(
+        &self,
+        record: &IngestRecord,
+    ) -> Result<ScriptInvocation<'static>, StoreError> {
+        let summary = &record.instant_summary;
+        let mut invocation = SCRIPTS.ingest.prepare_invoke();
+        invocation
+            .key(self.key(&["ticket", record.ticket.as_str()]))
+            .arg(&self.prefix)
+            .arg(record.ticket.as_str())
+            .arg(record.version)
+            .arg(to_json(&record.snapshot)?)
+            .arg(if record.closed { "1" } else { "0" })
+            .arg(record.region.as_deref().unwrap_or(""))
+            .arg(summary.kind.as_str())
+            .arg(summary.version)
+            .arg(summary_rank(summary))
+            .arg(to_json(summary)?)
+            .arg(record.jobs.len());
+        for job in &record.jobs {
+            push_job_args(&mut invocation, job)?;
+        }
+        Ok(invocation)
+    }
+}
+
+/// A summary's standing against others of the same version, as
+/// [`crate::summary::replaces`] ranks it: an LLM summary beats an extractive one.
+fn summary_rank(summary: &Summary) -> u8 {
+    match summary.tier {
+        Tier::Extractive => 0,
+        Tier::Premium | Tier::Standard => 1,
+    }
+}
+
+/// The 9 arguments `enqueue_at` in `lib.lua` reads for one job.
+fn push_job_args(invocation: &mut ScriptInvocation<'_>, job: &Job) -> Result<(), StoreError> {
+    invocation
+        .arg(job.id.to_string())
+        .arg(to_json(job)?)
+        .arg(job.id.ticket.as_str())
+        .arg(job.id.version)
+        .arg(job.id.kind.as_str())
+        .arg(job.tier.as_str())
+        .arg(job.severity.rank())
+        .arg(job.enqueued_at.as_millis())
+        .arg(job.coalesce_key.as_deref().unwrap_or(""));
+    Ok(())
+}
+
+fn to_json<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
+    serde_json::to_string(value).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+fn from_json<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, StoreError> {
+    serde_json::from_str(text).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn ingest_outcome(reply: &str) -> Result<IngestOutcome, StoreError> {
+    match reply {
+        "accepted" => Ok(IngestOutcome::Accepted),
+        "duplicate" => Ok(IngestOutcome::Duplicate),
+        "stale" => Ok(IngestOutcome::Stale),
+        other => Err(StoreError::Corrupt(format!(
+            "unexpected ingest reply {other:?}"
+        ))),
+    }
+}
+
+/// Turns the lease script's `{json, token, ...}` reply into leases on `tier`.
+fn leases_from_reply(
+    reply: Vec<String>,
+    tier: Tier,
+    expires_at: EpochMillis,
+) -> Result<LeasedGroup, StoreError> {
+    reply
+        .chunks(2)
+        .map(|pair| match pair {
+            [json, token] => {
+                let mut job: Job = from_json(json)?;
+                job.tier = tier;
+                Ok(Lease {
+                    job,
+                    token: token.clone(),
+                    expires_at,
+                })
+            }
+            _ => Err(StoreError::Corrupt(
+                "lease reply has an odd number of entries".to_owned(),
+            )),
+        })
+        .collect()
+}
+
+/// Stream ids are `<ms>-<seq>`; anything else cannot name a dead letter.
+fn is_stream_id(id: &str) -> bool {
+    let mut parts = id.splitn(2, '-');
+    let digits =
+        |p: Option<&str>| p.is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+    digits(parts.next()) && digits(parts.next())
+}
+
+fn dead_letter_from_fields(
+    id: &str,
+    fields: &[(String, String)],
+) -> Result<DeadLetter, StoreError> {
+    let field = |name: &str| {
+        fields
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    };
+    let number = |name: &str| -> Result<Option<i64>, StoreError> {
+        field(name)
+            .map(|v| {
+                v.parse::<i64>()
+                    .map_err(|e| StoreError::Corrupt(format!("dead letter {id} {name}: {e}")))
+            })
+            .transpose()
+    };
+    let required = |name: &str| {
+        field(name)
+            .map(str::to_owned)
+            .ok_or_else(|| StoreError::Corrupt(format!("dead letter {id} lacks {name}")))
+    };
+    let at = required("at")?
+        .parse::<u64>()
+        .map_err(|e| StoreError::Corrupt(format!("dead letter {id} at: {e}")))?;
+    Ok(DeadLetter {
+        reason: required("reason")?,
+        raw: required("raw")?,
+        topic: field("topic").map(str::to_owned),
+        partition: number("partition")?,
+        offset: number("offset")?,
+        at: EpochMillis(at),
+    })
+}
+
+/// One stream entry: its id and its (field, value) pairs.
+type StreamEntry = (String, Vec<(String, String)>);
+
+/// Reads an `XRANGE` reply.
+fn stream_entries(reply: Value) -> Result<Vec<StreamEntry>, StoreError> {
+    redis::from_redis_value(reply).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+#[async_trait]
+impl Store for RedisStore {
+    async fn ingest(&self, records: &[IngestRecord]) -> Result<Vec<IngestOutcome>, StoreError> {
+        if records.is_empty() {
+            return Ok(Vec::new());
+        }
+        let invocations = records
+            .iter()
+            .map(|r| self.ingest_invocation(r))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut pipe = redis::pipe();
+        for invocation in &invocations {
+            pipe.invoke_script(invocation);
+        }
+        let replies: Vec<String> = self.run_pipeline(&pipe).await?;
+        replies.iter().map(|r| ingest_outcome(r)).collect()
+    }
+
+    async fn ticket_snapshot(
+        &self,
+        ticket: &TicketId,
+    ) -> Result<Option<(u64, serde_json::Value)>, StoreError> {
+        let mut cmd = redis::cmd("HMGET");
+        cmd.arg(self.key(&["ticket", ticket.as_str()]))
+            .arg("version")
+            .arg("snapshot");
+        let (version, snapshot): (Option<u64>, Option<String>) = self.query(&cmd).await?;
+        match (version, snapshot) {
+            (Some(version), Some(snapshot)) => Ok(Some((version, from_json(&snapshot)?))),
+            _ => Ok(None),
+        }
+    }
+
+    async fn enqueue(&self, jobs: &[Job]) -> Result<u64, StoreError> {
+        if jobs.is_empty() {
+            return Ok(0);
+        }
+        let mut invocation = SCRIPTS.enqueue.prepare_invoke();
+        invocation.arg(&self.prefix).arg(jobs.len());
+        for job in jobs {
+            push_job_args(&mut invocation, job)?;
+        }
+        self.run(&invocation).await
+    }
+
+    async fn put_summary(&self, summary: &Summary) -> Result<PutOutcome, StoreError> {
+        let mut invocation = SCRIPTS.put_summary.prepare_invoke();
+        invocation
+            .key(self.key(&["summary", summary.ticket.as_str()]))
+            .arg(&self.prefix)
+            .arg(summary.ticket.as_str())
+            .arg(summary.kind.as_str())
+            .arg(summary.version)
+            .arg(summary_rank(summary))
+            .arg(to_json(summary)?);
+        let stored: u8 = self.run(&invocation).await?;
+        Ok(if stored == 1 {
+            PutOutcome::Stored
+        } else {
+            PutOutcome::Superseded
+        })
+    }
+
+    async fn summary(
+        &self,
+        ticket: &TicketId,
+        kind: SummaryKind,
+    ) -> Result<Option<Summary>, StoreError> {
+        let mut cmd = redis::cmd("HGET");
+        cmd.arg(self.key(&["summary", ticket.as_str()]))
+            .arg(kind.as_str());
+        let json: Option<String> = self.query(&cmd).await?;
+        json.map(|j| from_json(&j)).transpose()
+    }
+
+    async fn lease(
+        &self,
+        tier: Tier,
+        now: EpochMillis,
+        lease_for: Duration,
+        max_group: usize,
+        aging: AgingPolicy,
+    ) -> Result<LeasedGroup, StoreError> {
+        let expires_at = now.plus(lease_for);
+        let mut invocation = SCRIPTS.lease.prepare_invoke();
+        invocation
+            .key(self.key(&["leased", tier.as_str()]))
+            .arg(&self.prefix)
+            .arg(tier.as_str())
+            .arg(expires_at.as_millis())
+            .arg(max_group.max(1))
+            .arg(millis(aging.promote_every));
+        let reply: Vec<String> = self.run(&invocation).await?;
+        leases_from_reply(reply, tier, expires_at)
+    }
+
+    async fn ack(&self, lease: &Lease) -> Result<bool, StoreError> {
+        let id = lease.job.id.to_string();
+        let mut invocation = SCRIPTS.ack.prepare_invoke();
+        invocation
+            .key(self.key(&["job", &id]))
+            .arg(&self.prefix)
+            .arg(&id)
+            .arg(&lease.token);
+        let acked: u8 = self.run(&invocation).await?;
+        Ok(acked == 1)
+    }
+
+    async fn release(&self, lease: &Lease, tier: Tier) -> Result<bool, StoreError> {
+        let id = lease.job.id.to_string();
+        let mut invocation = SCRIPTS.release.prepare_invoke();
+        invocation
+            .key(self.key(&["job", &id]))
+            .arg(&self.prefix)
+            .arg(&id)
+            .arg(&lease.token)
+            .arg(tier.as_str());
+        let released: u8 = self.run(&invocation).await?;
+        Ok(released == 1)
+    }
+
+    async fn reclaim_expired(&self, now: EpochMillis) -> Result<u64, StoreError> {
+        let mut invocation = SCRIPTS.reclaim.prepare_invoke();
+        invocation.arg(&self.prefix).arg(now.as_millis());
+        self.run(&invocation).await
+    }
+
+    async fn cancel(
+        &self,
+        ticket: &TicketId,
+        below_version: u64,
+        kinds: &[SummaryKind],
+    ) -> Result<u64, StoreError> {
+        if kinds.is_empty() {
+            return Ok(0);
+        }
+        let mut invocation = SCRIPTS.cancel.prepare_invoke();
+        invocation
+            .key(self.key(&["ticket_jobs", ticket.as_str()]))
+            .arg(&self.prefix)
+            .arg(ticket.as_str())
+            .arg(below_version);
+        for kind in kinds {
+            invocation.arg(kind.as_str());
+        }
+        self.run(&invocation).await
+    }
+
+    async fn queue_stats(&self, tier: Tier) -> Result<QueueStats, StoreError> {
+        let mut pipe = redis::pipe();
+        pipe.atomic();
+        for severity in Severity::ALL {
+            let key = self.key(&["pending", tier.as_str(), &severity.rank().to_string()]);
+            pipe.zcard(&key).zrange_withscores(&key, 0, 0);
+        }
+        pipe.zcard(self.key(&["leased", tier.as_str()]));
+        let mut replies: Vec<Value> = self.run_pipeline(&pipe).await?;
+        let leased: u64 = replies
+            .pop()
+            .map(redis::from_redis_value)
+            .transpose()
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?
+            .unwrap_or(0);
+        let mut stats = QueueStats {
+            leased,
+            ..QueueStats::default()
+        };
+        for (severity, pair) in Severity::ALL.iter().zip(replies.chunks(2)) {
+            let [count, head] = pair else { continue };
+            let count: u64 = redis::from_redis_value(count.clone())
+                .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            let head: Vec<(String, f64)> = redis::from_redis_value(head.clone())
+                .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            let oldest = head.first().map(|(_, score)| EpochMillis(*score as u64));
+            stats.pending += count;
+            stats.pending_by_severity[severity.index()] = count;
+            stats.oldest_by_severity[severity.index()] = oldest;
+            stats.oldest_enqueued_at = match (stats.oldest_enqueued_at, oldest) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+        }
+        Ok(stats)
+    }
+
+    async fn job_exists(&self, id: &JobId) -> Result<bool, StoreError> {
+        let mut cmd = redis::cmd("EXISTS");
+        cmd.arg(self.key(&["job", &id.to_string()]));
+        let exists: u8 = self.query(&cmd).await?;
+        Ok(exists == 1)
+    }
+
+    async fn dead_letter(&self, entry: &DeadLetter) -> Result<String, StoreError> {
+        let mut cmd = redis::cmd("XADD");
+        cmd.arg(self.key(&["dead_letters"]))
+            .arg("*")
+            .arg("reason")
+            .arg(&entry.reason)
+            .arg("raw")
+            .arg(&entry.raw)
+            .arg("at")
+            .arg(entry.at.as_millis());
+        if let Some(topic) = &entry.topic {
+            cmd.arg("topic").arg(topic);
+        }
+        if let Some(partition) = entry.partition {
+            cmd.arg("partition").arg(partition);
+        }
+        if let Some(offset) = entry.offset {
+            cmd.arg("offset").arg(offset);
+        }
+        self.query(&cmd).await
+    }
+
+    async fn dead_letters(&self, limit: usize) -> Result<Vec<(String, DeadLetter)>, StoreError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let mut cmd = redis::cmd("XRANGE");
+        cmd.arg(self.key(&["dead_letters"]))
+            .arg("-")
+            .arg("+")
+            .arg("COUNT")
+            .arg(limit);
+        let reply: Value = self.query(&cmd).await?;
+        stream_entries(reply)?
+            .into_iter()
+            .map(|(id, fields)| {
+                let letter = dead_letter_from_fields(&id, &fields)?;
+                Ok((id, letter))
+            })
+            .collect()
+    }
+
+    async fn remove_dead_letter(&self, id: &str) -> Result<bool, StoreError> {
+        if !is_stream_id(id) {
+            return Ok(false);
+        }
+        let mut cmd = redis::cmd("XDEL");
+        cmd.arg(self.key(&["dead_letters"])).arg(id);
+        let removed: u64 = self.query(&cmd).await?;
+        Ok(removed == 1)
+    }
+
+    async fn take_due_regions(&self) -> Result<Vec<String>, StoreError> {
+        let mut invocation = SCRIPTS.take_due_regions.prepare_invoke();
+        invocation.key(self.key(&["rollup_due"])).arg(&self.prefix);
+        let mut regions: Vec<String> = self.run(&invocation).await?;
+        regions.sort();
+        Ok(regions)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn namespace_parses_only_hash_tag_safe_text() {
+        assert!("stormgate".parse::<Namespace>().is_ok());
+        assert!("tenant-a:test_1.x".parse::<Namespace>().is_ok());
+        for bad in ["", "a}b", "{a}", "a b", "ä", &"x".repeat(65)] {
+            assert!(bad.parse::<Namespace>().is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn stream_ids_are_recognised() {
+        assert!(is_stream_id("1700000000000-0"));
+        assert!(!is_stream_id("1700000000000"));
+        assert!(!is_stream_id("x-1"));
+        assert!(!is_stream_id("1-"));
+    }
+}

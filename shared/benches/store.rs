@@ -1,0 +1,2 @@
+//! Store benchmarks (in progress).
+fn main() {}

@@ -1,0 +1,370 @@
+//! The dispatch step against the in-memory store and ledger on a manual clock:
+//! priority order, aging, waiting within a tick, deadlines and spill, cooldowns,
+//! down deployments, reclaim, and the gauges.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use stormgate_shared::clock::{Clock, EpochMillis, ManualClock};
+use stormgate_shared::dispatch_policy::{DispatchConfig, DispatchConfigFile};
+use stormgate_shared::dispatcher::{DispatchContext, DispatchOutcome, SpillReason, dispatch_once};
+use stormgate_shared::governor::{DeploymentBudget, Governor, GovernorPolicy, MemoryLedger};
+use stormgate_shared::job::{Job, JobId, SummaryKind, Tier};
+use stormgate_shared::severity::Severity;
+use stormgate_shared::store::Store;
+use stormgate_shared::store::memory::MemoryStore;
+use stormgate_shared::tokens::Tokens;
+
+const T0: EpochMillis = EpochMillis(1_800_000_000_000);
+
+struct Rig {
+    store: MemoryStore,
+    governor: Governor,
+    clock: ManualClock,
+    config: DispatchConfig,
+}
+
+/// Premium 60k TPM and standard 120k TPM, 10% headroom: windows of 9,000 and 18,000
+/// tokens and 54 / 108 requests per 10 s.
+fn rig(config: DispatchConfigFile) -> Rig {
+    let governor = Governor::new(
+        Arc::new(MemoryLedger::new()),
+        GovernorPolicy::default(),
+        [
+            DeploymentBudget {
+                tier: Tier::Premium,
+                deployment: "gpt-4o".parse().unwrap(),
+                tpm: 60_000,
+            },
+            DeploymentBudget {
+                tier: Tier::Standard,
+                deployment: "gpt-4o-mini".parse().unwrap(),
+                tpm: 120_000,
+            },
+        ],
+    );
+    Rig {
+        store: MemoryStore::new(),
+        governor,
+        clock: ManualClock::starting_at(T0),
+        config: DispatchConfig::try_from(config).unwrap(),
+    }
+}
+
+fn one_job_per_call() -> DispatchConfigFile {
+    DispatchConfigFile {
+        max_group: 1,
+        ..DispatchConfigFile::default()
+    }
+}
+
+impl Rig {
+    async fn tick(&self) -> DispatchOutcome {
+        dispatch_once(&DispatchContext {
+            store: &self.store,
+            governor: &self.governor,
+            clock: &self.clock,
+            config: &self.config,
+            emit_gauges: true,
+        })
+        .await
+        .unwrap()
+    }
+
+    async fn enqueue(&self, jobs: &[Job]) {
+        assert_eq!(self.store.enqueue(jobs).await.unwrap(), jobs.len() as u64);
+    }
+}
+
+/// A premium technician job of ticket `n`, 1,000 tokens in all.
+fn job(n: u32, severity: Severity, enqueued_at: EpochMillis, deadline_after: Duration) -> Job {
+    Job {
+        id: JobId {
+            ticket: format!("{n:032x}").parse().unwrap(),
+            version: 1,
+            kind: SummaryKind::Technician,
+        },
+        number: format!("INC{n:07}"),
+        severity,
+        tier: Tier::Premium,
+        prompt_tokens: Tokens(700),
+        max_output_tokens: Tokens(300),
+        enqueued_at,
+        deadline: enqueued_at.plus(deadline_after),
+        coalesce_key: None,
+        region: None,
+    }
+}
+
+fn admitted_numbers(outcome: &DispatchOutcome, tier: Tier) -> Vec<String> {
+    outcome
+        .admitted
+        .iter()
+        .filter(|g| g.tier == tier)
+        .flat_map(|g| g.leases.iter().map(|l| l.job.number.clone()))
+        .collect()
+}
+
+const LONG: Duration = Duration::from_secs(3_600);
+
+#[tokio::test]
+async fn dispatcher_admits_in_severity_order() {
+    let rig = rig(one_job_per_call());
+    rig.enqueue(&[
+        job(1, Severity::P3, T0, LONG),
+        job(2, Severity::P1, T0, LONG),
+        job(3, Severity::P5, T0, LONG),
+        job(4, Severity::P2, T0, LONG),
+    ])
+    .await;
+    let out = rig.tick().await;
+    assert_eq!(
+        admitted_numbers(&out, Tier::Premium),
+        ["INC0000002", "INC0000004", "INC0000001", "INC0000003"]
+    );
+    assert_eq!(out.counters.admitted_calls, 4);
+    assert!(out.spilled.is_empty());
+    let g = &out.admitted[0];
+    assert_eq!(g.reservation.tokens, Tokens(1_000));
+    assert_eq!(g.max_output_tokens, Tokens(300));
+}
+
+#[tokio::test]
+async fn aging_lets_a_long_waiting_p5_go_before_a_fresh_p1() {
+    let rig = rig(one_job_per_call());
+    // Aging step 60 s: a P5 that waited more than 4 minutes outranks a new P1.
+    rig.enqueue(&[job(1, Severity::P5, T0, LONG)]).await;
+    rig.clock.advance(Duration::from_secs(300));
+    rig.enqueue(&[job(2, Severity::P1, rig.clock.now(), LONG)])
+        .await;
+    let out = rig.tick().await;
+    assert_eq!(
+        admitted_numbers(&out, Tier::Premium),
+        ["INC0000001", "INC0000002"]
+    );
+}
+
+#[tokio::test]
+async fn spent_budget_leaves_jobs_queued_for_the_next_tick() {
+    let rig = rig(DispatchConfigFile {
+        max_group: 1,
+        tick_budget: Duration::ZERO,
+        ..DispatchConfigFile::default()
+    });
+    let jobs: Vec<Job> = (0..12).map(|n| job(n, Severity::P3, T0, LONG)).collect();
+    rig.enqueue(&jobs).await;
+
+    let first = rig.tick().await;
+    // 9,000 tokens per 10 s window: nine calls of 1,000.
+    assert_eq!(first.counters.admitted_calls, 9);
+    assert_eq!(first.counters.released_jobs, 1);
+    assert!(
+        first.spilled.is_empty(),
+        "jobs far from their deadline must not spill"
+    );
+    let queue = &first.gauges.as_ref().unwrap().queues[0];
+    assert_eq!((queue.tier, queue.pending), (Tier::Premium, 3));
+
+    rig.clock.advance(Duration::from_secs(5));
+    assert_eq!(
+        rig.tick().await.counters.admitted_calls,
+        0,
+        "the window is still full"
+    );
+    rig.clock.advance(Duration::from_secs(5));
+    assert_eq!(rig.tick().await.counters.admitted_calls, 3);
+}
+
+#[tokio::test]
+async fn dispatcher_waits_within_the_tick_as_the_budget_refills() {
+    let rig = rig(DispatchConfigFile {
+        max_group: 1,
+        tick_budget: Duration::from_secs(12),
+        ..DispatchConfigFile::default()
+    });
+    let jobs: Vec<Job> = (0..12).map(|n| job(n, Severity::P2, T0, LONG)).collect();
+    rig.enqueue(&jobs).await;
+    let out = rig.tick().await;
+    assert_eq!(out.counters.admitted_calls, 12);
+    assert!(out.counters.waits >= 1);
+    // The budget refilled when the first admissions left the window, 10 s in.
+    assert_eq!(out.finished_at, T0.plus(Duration::from_secs(10)));
+    let late: Vec<_> = out
+        .admitted
+        .iter()
+        .filter(|g| g.reservation.admitted_at > T0)
+        .collect();
+    assert_eq!(late.len(), 3);
+}
+
+#[tokio::test]
+async fn job_spills_to_standard_when_premium_cannot_admit_before_its_deadline() {
+    let rig = rig(one_job_per_call());
+    // A 9,000-token call fills premium's window for 10 s.
+    let mut big = job(1, Severity::P1, T0, LONG);
+    big.prompt_tokens = Tokens(8_700);
+    let urgent = job(
+        2,
+        Severity::P1,
+        T0.plus(Duration::from_millis(1)),
+        Duration::from_secs(5),
+    );
+    rig.enqueue(&[big, urgent]).await;
+    let out = rig.tick().await;
+    assert_eq!(admitted_numbers(&out, Tier::Premium), ["INC0000001"]);
+    assert_eq!(admitted_numbers(&out, Tier::Standard), ["INC0000002"]);
+    assert_eq!(out.counters.spilled_to_standard, 1);
+    assert!(matches!(
+        out.spilled[0].reason,
+        SpillReason::DeadlineUnreachable { .. }
+    ));
+    assert_eq!(out.spilled[0].to, Tier::Standard);
+}
+
+#[tokio::test]
+async fn short_cooldown_is_waited_out_and_respected() {
+    let rig = rig(one_job_per_call());
+    let premium = rig.governor.deployment_for(Tier::Premium).unwrap().clone();
+    rig.governor
+        .report_throttle(&premium, Duration::from_secs(3), T0)
+        .await
+        .unwrap();
+    rig.enqueue(&[job(1, Severity::P1, T0, Duration::from_secs(60))])
+        .await;
+    let out = rig.tick().await;
+    assert_eq!(out.counters.cooling_down, 1);
+    assert_eq!(admitted_numbers(&out, Tier::Premium), ["INC0000001"]);
+    assert_eq!(
+        out.admitted[0].reservation.admitted_at,
+        T0.plus(Duration::from_secs(3))
+    );
+}
+
+#[tokio::test]
+async fn cooldown_past_the_deadline_spills() {
+    let rig = rig(one_job_per_call());
+    let premium = rig.governor.deployment_for(Tier::Premium).unwrap().clone();
+    rig.governor
+        .report_throttle(&premium, Duration::from_secs(90), T0)
+        .await
+        .unwrap();
+    rig.enqueue(&[job(1, Severity::P1, T0, Duration::from_secs(60))])
+        .await;
+    let out = rig.tick().await;
+    assert_eq!(admitted_numbers(&out, Tier::Premium), Vec::<String>::new());
+    assert_eq!(admitted_numbers(&out, Tier::Standard), ["INC0000001"]);
+    assert!(matches!(
+        out.spilled[0].reason,
+        SpillReason::CoolingDown { .. }
+    ));
+}
+
+#[tokio::test]
+async fn down_deployments_spill_to_extractive_with_leases_held() {
+    let rig = rig(one_job_per_call());
+    for tier in Tier::LLM {
+        let d = rig.governor.deployment_for(tier).unwrap().clone();
+        rig.governor
+            .report_throttle(&d, Duration::from_secs(86_400), T0)
+            .await
+            .unwrap();
+    }
+    rig.enqueue(&[
+        job(1, Severity::P1, T0, LONG),
+        job(2, Severity::P4, T0, LONG),
+    ])
+    .await;
+    let out = rig.tick().await;
+    assert!(out.admitted.is_empty());
+    assert_eq!(out.counters.spilled_to_standard, 2);
+    assert_eq!(out.counters.spilled_to_extractive, 2);
+    let extractive: Vec<_> = out.extractive_work().collect();
+    assert_eq!(extractive.len(), 2);
+    for group in extractive {
+        assert_eq!(group.from, Tier::Standard);
+        assert!(matches!(group.reason, SpillReason::Down { .. }));
+        for lease in &group.leases {
+            // The caller writes the extractive summary, then acknowledges: the lease is live.
+            assert!(rig.store.ack(lease).await.unwrap());
+            assert!(!rig.store.job_exists(&lease.job.id).await.unwrap());
+        }
+    }
+}
+
+#[tokio::test]
+async fn call_larger_than_any_window_spills() {
+    let rig = rig(one_job_per_call());
+    let mut huge = job(1, Severity::P2, T0, LONG);
+    huge.prompt_tokens = Tokens(50_000);
+    rig.enqueue(&[huge]).await;
+    let out = rig.tick().await;
+    assert_eq!(out.counters.spilled_to_standard, 1);
+    assert_eq!(out.counters.spilled_to_extractive, 1);
+    assert!(matches!(
+        out.spilled[1].reason,
+        SpillReason::TooLarge { .. }
+    ));
+}
+
+#[tokio::test]
+async fn expired_leases_are_reclaimed_and_dispatched_again() {
+    let rig = rig(one_job_per_call());
+    rig.enqueue(&[job(1, Severity::P2, T0, LONG)]).await;
+    let first = rig.tick().await;
+    assert_eq!(first.counters.admitted_jobs, 1);
+    // The worker never acknowledges: once the lease expires the job comes back.
+    rig.clock.advance(rig.config.lease_for());
+    let again = rig.tick().await;
+    assert_eq!(again.counters.reclaimed, 1);
+    assert_eq!(admitted_numbers(&again, Tier::Premium), ["INC0000001"]);
+}
+
+#[tokio::test]
+async fn coalesced_group_is_one_call_per_kind() {
+    let rig = rig(DispatchConfigFile::default());
+    let mut jobs: Vec<Job> = (0..3).map(|n| job(n, Severity::P2, T0, LONG)).collect();
+    let mut customer = job(7, Severity::P2, T0, LONG);
+    customer.id.kind = SummaryKind::Customer;
+    jobs.push(customer);
+    for j in &mut jobs {
+        j.coalesce_key = Some("outage-42".into());
+    }
+    rig.enqueue(&jobs).await;
+    let out = rig.tick().await;
+    assert_eq!(out.counters.admitted_calls, 2);
+    let technician = out
+        .admitted
+        .iter()
+        .find(|g| g.kind == SummaryKind::Technician)
+        .unwrap();
+    assert_eq!(technician.leases.len(), 3);
+    assert_eq!(technician.reservation.tokens, Tokens(3 * 700 + 300));
+}
+
+#[tokio::test]
+async fn gauges_report_queues_and_deployments() {
+    let rig = rig(DispatchConfigFile {
+        max_group: 1,
+        tick_budget: Duration::ZERO,
+        ..DispatchConfigFile::default()
+    });
+    let jobs: Vec<Job> = (0..10).map(|n| job(n, Severity::P4, T0, LONG)).collect();
+    rig.enqueue(&jobs).await;
+    let out = rig.tick().await;
+    let g = out.gauges.unwrap();
+    let premium_queue = g.queues.iter().find(|q| q.tier == Tier::Premium).unwrap();
+    assert_eq!(premium_queue.pending, 1);
+    assert_eq!(premium_queue.leased, 9);
+    assert_eq!(premium_queue.by_severity[3].pending, 1);
+    let premium = g
+        .deployments
+        .iter()
+        .find(|d| d.tier == Tier::Premium)
+        .unwrap();
+    assert_eq!(premium.ledger.window_tokens, 9_000);
+    assert_eq!(premium.remaining_tokens, 0);
+    assert_eq!(premium.ledger.admitted, 9);
+    assert_eq!(premium.ledger.deferred, 1);
+}

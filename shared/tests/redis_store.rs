@@ -1,0 +1,167 @@
+//! What only the Redis backend has to prove: it connects lazily, keeps namespaces
+//! apart under one hash tag, ingests a batch in one round trip, and survives a server
+//! that forgot its scripts. Against a real `redis-server` each test starts itself.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::panic,
+    reason = "test code: failing loudly is the point"
+)]
+
+use std::time::Duration;
+
+use redis::aio::MultiplexedConnection;
+use stormgate_shared::clock::EpochMillis;
+use stormgate_shared::job::Tier;
+use stormgate_shared::severity::Severity::{P1, P2};
+use stormgate_shared::store::redis::RedisStore;
+use stormgate_shared::store::{AgingPolicy, IngestOutcome, Store, StoreError};
+use stormgate_shared::testing::fixtures::{record, technician_job, ticket};
+use stormgate_shared::testing::redis_server::RedisServer;
+
+const AGING: AgingPolicy = AgingPolicy {
+    promote_every: Duration::from_secs(60),
+};
+
+fn start() -> RedisServer {
+    RedisServer::start().unwrap_or_else(|e| panic!("{e}"))
+}
+
+async fn raw_connection(server: &RedisServer) -> MultiplexedConnection {
+    let client = redis::Client::open(server.url()).unwrap();
+    client.get_multiplexed_async_connection().await.unwrap()
+}
+
+/// `calls` of one command from `INFO commandstats`.
+async fn command_calls(connection: &mut MultiplexedConnection, command: &str) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(connection)
+        .await
+        .unwrap();
+    let prefix = format!("cmdstat_{command}:calls=");
+    info.lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |n| n.parse().unwrap())
+}
+
+#[tokio::test]
+async fn store_is_built_without_redis_and_connects_once_redis_is_up() {
+    let port = RedisServer::free_port().unwrap();
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+    let store = RedisStore::new(client, "lazy".parse().unwrap());
+
+    let before = store.ingest(&[record(1, 1, vec![])]).await;
+    assert!(
+        matches!(before, Err(StoreError::Unavailable(_))),
+        "{before:?}"
+    );
+
+    let _server = RedisServer::start_on(port).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        store.ingest(&[record(1, 1, vec![])]).await.unwrap(),
+        vec![IngestOutcome::Accepted]
+    );
+}
+
+#[tokio::test]
+async fn debug_output_never_shows_credentials() {
+    let client = redis::Client::open("redis://stormgate:hunter2@127.0.0.1:1/").unwrap();
+    let store = RedisStore::new(client, "tenant".parse().unwrap());
+    let shown = format!("{store:?}");
+    assert!(!shown.contains("hunter2"), "{shown}");
+    assert!(shown.contains("{tenant}"), "{shown}");
+}
+
+#[tokio::test]
+async fn namespaces_keep_tenants_apart_under_their_hash_tag() {
+    let server = start();
+    let a = server.store("tenant-a").unwrap();
+    let b = server.store("tenant-b").unwrap();
+    a.ingest(&[record(1, 1, vec![technician_job(1, P1, 1_000)])])
+        .await
+        .unwrap();
+
+    assert_eq!(
+        b.ingest(&[record(1, 1, vec![])]).await.unwrap(),
+        vec![IngestOutcome::Accepted]
+    );
+    assert_eq!(b.queue_stats(Tier::Premium).await.unwrap().pending, 0);
+    assert_eq!(a.queue_stats(Tier::Premium).await.unwrap().pending, 1);
+
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("*")
+        .query_async(&mut raw_connection(&server).await)
+        .await
+        .unwrap();
+    assert!(!keys.is_empty());
+    for key in keys {
+        assert!(
+            key.starts_with("{tenant-a}:") || key.starts_with("{tenant-b}:"),
+            "{key}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_batch_ingest_costs_one_round_trip() {
+    let server = start();
+    let store = server.store("batch").unwrap();
+    store.queue_stats(Tier::Premium).await.unwrap();
+    let mut observer = raw_connection(&server).await;
+    let evalsha_before = command_calls(&mut observer, "evalsha").await;
+    let trips_before = store.round_trips();
+
+    let batch: Vec<_> = (0..100)
+        .map(|n| record(n, 1, vec![technician_job(n, P2, 1_000 + n)]))
+        .collect();
+    let outcomes = store.ingest(&batch).await.unwrap();
+
+    assert_eq!(outcomes, vec![IngestOutcome::Accepted; 100]);
+    assert_eq!(store.round_trips() - trips_before, 1);
+    assert_eq!(
+        command_calls(&mut observer, "evalsha").await - evalsha_before,
+        100
+    );
+    assert_eq!(store.queue_stats(Tier::Premium).await.unwrap().pending, 100);
+}
+
+#[tokio::test]
+async fn scripts_are_loaded_again_when_the_server_forgot_them() {
+    let server = start();
+    let store = server.store("reload").unwrap();
+    store
+        .ingest(&[record(1, 1, vec![technician_job(1, P1, 1_000)])])
+        .await
+        .unwrap();
+
+    let mut admin = raw_connection(&server).await;
+    redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async::<()>(&mut admin)
+        .await
+        .unwrap();
+    let outcomes = store
+        .ingest(&[record(2, 1, vec![technician_job(2, P1, 2_000)])])
+        .await
+        .unwrap();
+    assert_eq!(outcomes, vec![IngestOutcome::Accepted]);
+
+    redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async::<()>(&mut admin)
+        .await
+        .unwrap();
+    let group = store
+        .lease(
+            Tier::Premium,
+            EpochMillis(10_000),
+            Duration::from_secs(30),
+            1,
+            AGING,
+        )
+        .await
+        .unwrap();
+    assert_eq!(group[0].job.id.ticket, ticket(1));
+}

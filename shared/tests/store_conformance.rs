@@ -1,0 +1,832 @@
+//! The store conformance suite: every test is written once against `&dyn Store` and
+//! runs against both backends — the in-memory store, and the Redis store on a real
+//! `redis-server` each test starts on a free port (and stops).
+
+// The shared test bodies are plain functions the generated #[test]s call; a failed
+// store call is a failed test.
+#![allow(
+    clippy::unwrap_used,
+    clippy::panic,
+    reason = "test code: failing loudly is the point"
+)]
+
+use std::time::Duration;
+
+use serde_json::json;
+use stormgate_shared::clock::EpochMillis;
+use stormgate_shared::job::{Job, SummaryKind, Tier};
+use stormgate_shared::severity::Severity::{self, P1, P2, P3, P4, P5};
+use stormgate_shared::store::{AgingPolicy, DeadLetter, IngestOutcome, Lease, QueueStats, Store};
+use stormgate_shared::summary::PutOutcome;
+use stormgate_shared::testing::fixtures::{job, record, summary, technician_job, ticket};
+
+const PROMOTE_EVERY: Duration = Duration::from_secs(60);
+const LEASE_FOR: Duration = Duration::from_secs(30);
+const NOW: EpochMillis = EpochMillis(10_000_000);
+
+fn aging() -> AgingPolicy {
+    AgingPolicy {
+        promote_every: PROMOTE_EVERY,
+    }
+}
+
+fn in_tier(mut job: Job, tier: Tier) -> Job {
+    job.tier = tier;
+    job
+}
+
+fn keyed(mut job: Job, key: &str) -> Job {
+    job.coalesce_key = Some(key.to_owned());
+    job
+}
+
+async fn lease_one(store: &dyn Store, tier: Tier) -> Option<Lease> {
+    let mut group = store.lease(tier, NOW, LEASE_FOR, 1, aging()).await.unwrap();
+    assert!(group.len() <= 1);
+    group.pop()
+}
+
+/// Leases one job at a time until the tier is empty; the ids in order served.
+async fn drain(store: &dyn Store, tier: Tier, policy: AgingPolicy) -> Vec<String> {
+    let mut served = Vec::new();
+    loop {
+        let group = store.lease(tier, NOW, LEASE_FOR, 1, policy).await.unwrap();
+        let Some(lease) = group.first() else {
+            return served;
+        };
+        served.push(lease.job.id.to_string());
+        assert!(store.ack(lease).await.unwrap());
+    }
+}
+
+fn id(job: &Job) -> String {
+    job.id.to_string()
+}
+
+async fn ingest_is_idempotent_per_ticket_version(store: &dyn Store) {
+    let first = record(1, 2, vec![job(1, 2, SummaryKind::Technician, P3, 1_000)]);
+    assert_eq!(
+        store.ingest(std::slice::from_ref(&first)).await.unwrap(),
+        vec![IngestOutcome::Accepted]
+    );
+
+    let customer_v2 = job(1, 2, SummaryKind::Customer, P3, 2_000);
+    let mut same = record(1, 2, vec![customer_v2.clone()]);
+    same.snapshot = json!({ "changed": true });
+    same.region = Some("emea".into());
+    let customer_v1 = job(1, 1, SummaryKind::Customer, P3, 3_000);
+    let mut older = record(1, 1, vec![customer_v1.clone()]);
+    older.snapshot = json!({ "older": true });
+    let outcomes = store.ingest(&[same, older]).await.unwrap();
+
+    assert_eq!(
+        outcomes,
+        vec![IngestOutcome::Duplicate, IngestOutcome::Stale]
+    );
+    assert_eq!(
+        store.ticket_snapshot(&ticket(1)).await.unwrap(),
+        Some((2, first.snapshot))
+    );
+    assert!(!store.job_exists(&customer_v2.id).await.unwrap());
+    assert!(!store.job_exists(&customer_v1.id).await.unwrap());
+    assert_eq!(store.queue_stats(Tier::Premium).await.unwrap().pending, 1);
+    assert!(store.take_due_regions().await.unwrap().is_empty());
+}
+
+async fn ingest_outcomes_follow_input_order_within_a_batch(store: &dyn Store) {
+    let batch = [
+        record(1, 1, vec![]),
+        record(1, 1, vec![]),
+        record(2, 5, vec![]),
+        record(2, 4, vec![]),
+        record(1, 3, vec![]),
+    ];
+    let outcomes = store.ingest(&batch).await.unwrap();
+    use IngestOutcome::{Accepted, Duplicate, Stale};
+    assert_eq!(
+        outcomes,
+        vec![Accepted, Duplicate, Accepted, Stale, Accepted]
+    );
+    assert_eq!(
+        store
+            .ticket_snapshot(&ticket(1))
+            .await
+            .unwrap()
+            .map(|(v, _)| v),
+        Some(3)
+    );
+    assert_eq!(
+        store
+            .ticket_snapshot(&ticket(2))
+            .await
+            .unwrap()
+            .map(|(v, _)| v),
+        Some(5)
+    );
+    assert!(store.ingest(&[]).await.unwrap().is_empty());
+}
+
+async fn ingest_of_a_newer_version_cancels_pending_older_work(store: &dyn Store) {
+    let tech_v1 = job(1, 1, SummaryKind::Technician, P2, 1_000);
+    let customer_v1 = job(1, 1, SummaryKind::Customer, P2, 1_000);
+    let other_ticket = job(2, 1, SummaryKind::Technician, P2, 1_000);
+    store
+        .ingest(&[
+            record(1, 1, vec![tech_v1.clone(), customer_v1.clone()]),
+            record(2, 1, vec![other_ticket.clone()]),
+        ])
+        .await
+        .unwrap();
+
+    let tech_v2 = job(1, 2, SummaryKind::Technician, P2, 2_000);
+    store
+        .ingest(&[record(1, 2, vec![tech_v2.clone()])])
+        .await
+        .unwrap();
+
+    assert!(!store.job_exists(&tech_v1.id).await.unwrap());
+    assert!(!store.job_exists(&customer_v1.id).await.unwrap());
+    assert!(store.job_exists(&tech_v2.id).await.unwrap());
+    assert!(store.job_exists(&other_ticket.id).await.unwrap());
+    assert_eq!(
+        drain(store, Tier::Premium, aging()).await,
+        vec![id(&other_ticket), id(&tech_v2)]
+    );
+}
+
+async fn closed_ticket_queues_no_technician_job(store: &dyn Store) {
+    let tech_v1 = job(1, 1, SummaryKind::Technician, P1, 1_000);
+    store
+        .ingest(&[record(1, 1, vec![tech_v1.clone()])])
+        .await
+        .unwrap();
+
+    let tech_v2 = job(1, 2, SummaryKind::Technician, P1, 2_000);
+    let customer_v2 = job(1, 2, SummaryKind::Customer, P1, 2_000);
+    let mut closing = record(1, 2, vec![tech_v2.clone(), customer_v2.clone()]);
+    closing.closed = true;
+    assert_eq!(
+        store.ingest(&[closing]).await.unwrap(),
+        vec![IngestOutcome::Accepted]
+    );
+
+    assert!(!store.job_exists(&tech_v1.id).await.unwrap());
+    assert!(!store.job_exists(&tech_v2.id).await.unwrap());
+    assert!(store.job_exists(&customer_v2.id).await.unwrap());
+}
+
+async fn ingest_keeps_a_better_summary_than_the_instant_one(store: &dyn Store) {
+    let llm_v2 = summary(1, 2, SummaryKind::Technician, Tier::Premium);
+    assert_eq!(
+        store.put_summary(&llm_v2).await.unwrap(),
+        PutOutcome::Stored
+    );
+
+    store.ingest(&[record(1, 2, vec![])]).await.unwrap();
+    assert_eq!(
+        store
+            .summary(&ticket(1), SummaryKind::Technician)
+            .await
+            .unwrap(),
+        Some(llm_v2)
+    );
+
+    let v3 = record(1, 3, vec![]);
+    store.ingest(std::slice::from_ref(&v3)).await.unwrap();
+    assert_eq!(
+        store
+            .summary(&ticket(1), SummaryKind::Technician)
+            .await
+            .unwrap(),
+        Some(v3.instant_summary)
+    );
+}
+
+async fn summaries_keep_the_latest_version_and_prefer_llm_at_equal_version(store: &dyn Store) {
+    let kind = SummaryKind::Customer;
+    let mut llm_v1 = summary(1, 1, kind, Tier::Standard);
+    llm_v1.prompt_version = Some("customer-v3".into());
+    llm_v1.input = json!({ "kept_bytes": 4096, "dropped_bytes": 120 });
+
+    assert_eq!(
+        store
+            .put_summary(&summary(1, 1, kind, Tier::Extractive))
+            .await
+            .unwrap(),
+        PutOutcome::Stored
+    );
+    assert_eq!(
+        store.put_summary(&llm_v1).await.unwrap(),
+        PutOutcome::Stored
+    );
+    assert_eq!(
+        store
+            .put_summary(&summary(1, 1, kind, Tier::Extractive))
+            .await
+            .unwrap(),
+        PutOutcome::Superseded
+    );
+    assert_eq!(
+        store
+            .put_summary(&summary(1, 1, kind, Tier::Premium))
+            .await
+            .unwrap(),
+        PutOutcome::Superseded
+    );
+    assert_eq!(
+        store
+            .put_summary(&summary(1, 0, kind, Tier::Premium))
+            .await
+            .unwrap(),
+        PutOutcome::Superseded
+    );
+    assert_eq!(store.summary(&ticket(1), kind).await.unwrap(), Some(llm_v1));
+
+    let extractive_v2 = summary(1, 2, kind, Tier::Extractive);
+    assert_eq!(
+        store.put_summary(&extractive_v2).await.unwrap(),
+        PutOutcome::Stored
+    );
+    assert_eq!(
+        store.summary(&ticket(1), kind).await.unwrap(),
+        Some(extractive_v2)
+    );
+    assert_eq!(
+        store
+            .summary(&ticket(1), SummaryKind::Technician)
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(store.summary(&ticket(2), kind).await.unwrap(), None);
+}
+
+async fn lease_serves_most_severe_first_then_earliest_then_by_job_id(store: &dyn Store) {
+    let p3_early = technician_job(1, P3, 1_000);
+    let p1_late = technician_job(2, P1, 5_000);
+    let p1_early = technician_job(3, P1, 2_000);
+    let p2_tie_b = technician_job(5, P2, 3_000);
+    let p2_tie_a = technician_job(4, P2, 3_000);
+    let jobs = [
+        p3_early.clone(),
+        p1_late.clone(),
+        p1_early.clone(),
+        p2_tie_b.clone(),
+        p2_tie_a.clone(),
+    ];
+    assert_eq!(store.enqueue(&jobs).await.unwrap(), 5);
+
+    let slow_aging = AgingPolicy {
+        promote_every: Duration::from_secs(3_600),
+    };
+    let served = drain(store, Tier::Premium, slow_aging).await;
+    assert_eq!(
+        served,
+        [p1_early, p1_late, p2_tie_a, p2_tie_b, p3_early]
+            .iter()
+            .map(id)
+            .collect::<Vec<_>>()
+    );
+}
+
+async fn waiting_promotes_one_severity_step_per_promote_every(store: &dyn Store) {
+    let step = 60_000;
+    let base = 1_000_000;
+    // Four steps of waiting make a P5 equal to a fresh P1; equal scores go by arrival.
+    let p5 = in_tier(technician_job(1, P5, base), Tier::Premium);
+    let p1_at_bound = in_tier(technician_job(2, P1, base + 4 * step), Tier::Premium);
+    // One millisecond short of four steps, the P1 still goes first.
+    let p5_b = in_tier(technician_job(3, P5, base), Tier::Standard);
+    let p1_inside = in_tier(technician_job(4, P1, base + 4 * step - 1), Tier::Standard);
+    // A P3 that waited one step and a millisecond longer than a P2 goes first.
+    let p3 = in_tier(technician_job(5, P3, base), Tier::Extractive);
+    let p2 = in_tier(technician_job(6, P2, base + step + 1), Tier::Extractive);
+    store
+        .enqueue(&[
+            p1_at_bound.clone(),
+            p5.clone(),
+            p1_inside.clone(),
+            p5_b.clone(),
+            p2.clone(),
+            p3.clone(),
+        ])
+        .await
+        .unwrap();
+
+    assert_eq!(
+        drain(store, Tier::Premium, aging()).await,
+        vec![id(&p5), id(&p1_at_bound)]
+    );
+    assert_eq!(
+        drain(store, Tier::Standard, aging()).await,
+        vec![id(&p1_inside), id(&p5_b)]
+    );
+    assert_eq!(
+        drain(store, Tier::Extractive, aging()).await,
+        vec![id(&p3), id(&p2)]
+    );
+}
+
+async fn the_aging_policy_is_applied_when_leasing(store: &dyn Store) {
+    let p5 = technician_job(1, P5, 0);
+    let p1 = technician_job(2, P1, 100_000);
+    store.enqueue(&[p5.clone(), p1.clone()]).await.unwrap();
+
+    let fast = AgingPolicy {
+        promote_every: Duration::from_secs(10),
+    };
+    let first = store
+        .lease(Tier::Premium, NOW, LEASE_FOR, 1, fast)
+        .await
+        .unwrap();
+    assert_eq!(first[0].job.id, p5.id);
+    store.release(&first[0], Tier::Premium).await.unwrap();
+
+    let second = store
+        .lease(Tier::Premium, NOW, LEASE_FOR, 1, aging())
+        .await
+        .unwrap();
+    assert_eq!(second[0].job.id, p1.id);
+}
+
+async fn lease_takes_jobs_sharing_the_coalescing_key_up_to_the_cap(store: &dyn Store) {
+    let leader = keyed(technician_job(1, P1, 5_000), "outage-7");
+    let oldest = keyed(technician_job(2, P4, 1_000), "outage-7");
+    let second = keyed(technician_job(3, P3, 2_000), "outage-7");
+    let left_over = keyed(technician_job(4, P3, 3_000), "outage-7");
+    let other_key = keyed(technician_job(5, P2, 500), "outage-9");
+    let other_tier = in_tier(
+        keyed(technician_job(6, P1, 100), "outage-7"),
+        Tier::Standard,
+    );
+    let all = [
+        leader.clone(),
+        oldest.clone(),
+        second.clone(),
+        left_over.clone(),
+        other_key.clone(),
+        other_tier.clone(),
+    ];
+    store.enqueue(&all).await.unwrap();
+
+    let group = store
+        .lease(Tier::Premium, NOW, LEASE_FOR, 3, aging())
+        .await
+        .unwrap();
+
+    let ids: Vec<_> = group.iter().map(|l| l.job.id.clone()).collect();
+    assert_eq!(
+        ids,
+        vec![leader.id.clone(), oldest.id.clone(), second.id.clone()]
+    );
+    assert!(
+        group
+            .iter()
+            .all(|l| l.expires_at == NOW.plus(LEASE_FOR) && l.job.tier == Tier::Premium)
+    );
+    let tokens: std::collections::BTreeSet<_> = group.iter().map(|l| l.token.clone()).collect();
+    assert_eq!(tokens.len(), 3, "every lease has its own token");
+    assert_eq!(
+        group[1].job, oldest,
+        "a leased job comes back as it was queued"
+    );
+
+    let stats = store.queue_stats(Tier::Premium).await.unwrap();
+    assert_eq!((stats.pending, stats.leased), (2, 3));
+    let next = store
+        .lease(Tier::Premium, NOW, LEASE_FOR, 3, aging())
+        .await
+        .unwrap();
+    assert_eq!(
+        next.iter().map(|l| l.job.id.clone()).collect::<Vec<_>>(),
+        vec![other_key.id]
+    );
+    let last = store
+        .lease(Tier::Premium, NOW, LEASE_FOR, 3, aging())
+        .await
+        .unwrap();
+    assert_eq!(
+        last.iter().map(|l| l.job.id.clone()).collect::<Vec<_>>(),
+        vec![left_over.id]
+    );
+    assert_eq!(store.queue_stats(Tier::Standard).await.unwrap().pending, 1);
+}
+
+async fn an_empty_queue_leases_nothing_and_a_zero_cap_leases_one(store: &dyn Store) {
+    assert!(
+        store
+            .lease(Tier::Premium, NOW, LEASE_FOR, 4, aging())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let a = keyed(technician_job(1, P2, 1_000), "k");
+    let b = keyed(technician_job(2, P2, 2_000), "k");
+    store.enqueue(&[a.clone(), b]).await.unwrap();
+    let group = store
+        .lease(Tier::Premium, NOW, LEASE_FOR, 0, aging())
+        .await
+        .unwrap();
+    assert_eq!(
+        group.iter().map(|l| l.job.id.clone()).collect::<Vec<_>>(),
+        vec![a.id]
+    );
+}
+
+async fn a_leased_job_is_not_leased_again(store: &dyn Store) {
+    store
+        .enqueue(&[technician_job(1, P1, 1_000)])
+        .await
+        .unwrap();
+    assert!(lease_one(store, Tier::Premium).await.is_some());
+    assert!(lease_one(store, Tier::Premium).await.is_none());
+}
+
+async fn ack_needs_the_lease_currently_held(store: &dyn Store) {
+    let job = technician_job(1, P2, 1_000);
+    store.enqueue(std::slice::from_ref(&job)).await.unwrap();
+    let lease = lease_one(store, Tier::Premium).await.unwrap();
+
+    let forged = Lease {
+        token: format!("{}x", lease.token),
+        ..lease.clone()
+    };
+    assert!(!store.ack(&forged).await.unwrap());
+    assert!(store.job_exists(&job.id).await.unwrap());
+
+    assert!(store.ack(&lease).await.unwrap());
+    assert!(!store.ack(&lease).await.unwrap());
+    assert!(!store.job_exists(&job.id).await.unwrap());
+    let stats = store.queue_stats(Tier::Premium).await.unwrap();
+    assert_eq!((stats.pending, stats.leased), (0, 0));
+}
+
+async fn release_requeues_in_the_given_tier_keeping_arrival(store: &dyn Store) {
+    let first = technician_job(1, P3, 1_000);
+    let second = technician_job(2, P3, 2_000);
+    store
+        .enqueue(&[first.clone(), second.clone()])
+        .await
+        .unwrap();
+
+    let lease = lease_one(store, Tier::Premium).await.unwrap();
+    assert!(store.release(&lease, Tier::Premium).await.unwrap());
+    assert!(
+        !store.release(&lease, Tier::Premium).await.unwrap(),
+        "a released lease is gone"
+    );
+    let again = lease_one(store, Tier::Premium).await.unwrap();
+    assert_eq!(again.job.id, first.id, "a retried job keeps its place");
+
+    assert!(store.release(&again, Tier::Standard).await.unwrap());
+    assert_eq!(
+        lease_one(store, Tier::Premium).await.unwrap().job.id,
+        second.id
+    );
+    let spilled = lease_one(store, Tier::Standard).await.unwrap();
+    assert_eq!(spilled.job.id, first.id);
+    assert_eq!(spilled.job.tier, Tier::Standard);
+    assert_eq!(spilled.job.enqueued_at, first.enqueued_at);
+    assert!(store.ack(&spilled).await.unwrap());
+}
+
+async fn expired_leases_are_reclaimed_and_get_a_new_token(store: &dyn Store) {
+    let job = technician_job(1, P2, 1_000);
+    store.enqueue(std::slice::from_ref(&job)).await.unwrap();
+    let lease = lease_one(store, Tier::Premium).await.unwrap();
+    let expiry = NOW.plus(LEASE_FOR);
+    assert_eq!(lease.expires_at, expiry);
+
+    assert_eq!(
+        store
+            .reclaim_expired(expiry.minus(Duration::from_millis(1)))
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(store.reclaim_expired(expiry).await.unwrap(), 1);
+    assert_eq!(store.reclaim_expired(expiry).await.unwrap(), 0);
+    assert!(
+        !store.ack(&lease).await.unwrap(),
+        "the crashed worker's lease is void"
+    );
+
+    let retry = lease_one(store, Tier::Premium).await.unwrap();
+    assert_eq!(retry.job.id, job.id);
+    assert_ne!(retry.token, lease.token);
+    assert!(store.ack(&retry).await.unwrap());
+}
+
+async fn an_acknowledged_job_is_never_reclaimed(store: &dyn Store) {
+    store
+        .enqueue(&[technician_job(1, P2, 1_000)])
+        .await
+        .unwrap();
+    let lease = lease_one(store, Tier::Premium).await.unwrap();
+    assert!(store.ack(&lease).await.unwrap());
+    assert_eq!(
+        store
+            .reclaim_expired(NOW.plus(LEASE_FOR * 10))
+            .await
+            .unwrap(),
+        0
+    );
+}
+
+async fn cancel_removes_pending_jobs_below_the_version_of_the_given_kinds(store: &dyn Store) {
+    let tech_v1 = job(1, 1, SummaryKind::Technician, P2, 1_000);
+    let customer_v1 = job(1, 1, SummaryKind::Customer, P2, 1_000);
+    let tech_v3 = job(1, 3, SummaryKind::Technician, P2, 3_000);
+    let other = job(2, 1, SummaryKind::Technician, P2, 1_000);
+    store
+        .enqueue(&[
+            tech_v1.clone(),
+            customer_v1.clone(),
+            tech_v3.clone(),
+            other.clone(),
+        ])
+        .await
+        .unwrap();
+
+    assert_eq!(
+        store
+            .cancel(&ticket(1), 3, &[SummaryKind::Technician])
+            .await
+            .unwrap(),
+        1
+    );
+    assert!(!store.job_exists(&tech_v1.id).await.unwrap());
+    assert!(store.job_exists(&customer_v1.id).await.unwrap());
+    assert!(store.job_exists(&tech_v3.id).await.unwrap());
+    assert_eq!(store.cancel(&ticket(1), 9, &[]).await.unwrap(), 0);
+    assert_eq!(
+        store
+            .cancel(&ticket(1), 9, &SummaryKind::ALL)
+            .await
+            .unwrap(),
+        2
+    );
+    assert_eq!(
+        store
+            .cancel(&ticket(3), 9, &SummaryKind::ALL)
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(drain(store, Tier::Premium, aging()).await, vec![id(&other)]);
+}
+
+async fn a_job_cancelled_while_leased_is_dropped_instead_of_requeued(store: &dyn Store) {
+    let released = job(1, 1, SummaryKind::Technician, P1, 1_000);
+    let reclaimed = job(2, 1, SummaryKind::Technician, P1, 2_000);
+    let acked = job(3, 1, SummaryKind::Technician, P1, 3_000);
+    store
+        .ingest(&[
+            record(1, 1, vec![released.clone()]),
+            record(2, 1, vec![reclaimed.clone()]),
+            record(3, 1, vec![acked.clone()]),
+        ])
+        .await
+        .unwrap();
+    let leases = [
+        lease_one(store, Tier::Premium).await.unwrap(),
+        lease_one(store, Tier::Premium).await.unwrap(),
+        lease_one(store, Tier::Premium).await.unwrap(),
+    ];
+
+    store.ingest(&[record(1, 2, vec![])]).await.unwrap();
+    assert_eq!(
+        store
+            .cancel(&ticket(2), 2, &SummaryKind::ALL)
+            .await
+            .unwrap(),
+        0,
+        "leased work is not counted"
+    );
+    assert_eq!(
+        store
+            .cancel(&ticket(3), 2, &SummaryKind::ALL)
+            .await
+            .unwrap(),
+        0
+    );
+
+    assert!(store.release(&leases[0], Tier::Premium).await.unwrap());
+    assert!(!store.job_exists(&released.id).await.unwrap());
+    assert!(
+        store.ack(&leases[2]).await.unwrap(),
+        "its summary was stored: the ack still counts"
+    );
+    assert_eq!(store.reclaim_expired(NOW.plus(LEASE_FOR)).await.unwrap(), 0);
+    assert!(!store.job_exists(&reclaimed.id).await.unwrap());
+    let stats = store.queue_stats(Tier::Premium).await.unwrap();
+    assert_eq!((stats.pending, stats.leased), (0, 0));
+}
+
+async fn enqueue_is_idempotent_per_job_id(store: &dyn Store) {
+    let job = technician_job(1, P2, 1_000);
+    assert_eq!(store.enqueue(&[job.clone(), job.clone()]).await.unwrap(), 1);
+    assert_eq!(store.enqueue(std::slice::from_ref(&job)).await.unwrap(), 0);
+    let lease = lease_one(store, Tier::Premium).await.unwrap();
+    assert_eq!(
+        store.enqueue(std::slice::from_ref(&job)).await.unwrap(),
+        0,
+        "a leased job is not queued twice"
+    );
+    let stats = store.queue_stats(Tier::Premium).await.unwrap();
+    assert_eq!((stats.pending, stats.leased), (0, 1));
+    assert!(store.ack(&lease).await.unwrap());
+    assert_eq!(
+        store.enqueue(&[job]).await.unwrap(),
+        1,
+        "an acknowledged job may be queued anew"
+    );
+    assert_eq!(store.enqueue(&[]).await.unwrap(), 0);
+}
+
+async fn queue_stats_report_pending_leased_and_oldest_per_severity(store: &dyn Store) {
+    let jobs = [
+        technician_job(1, P1, 3_000),
+        technician_job(2, P1, 2_000),
+        technician_job(3, P4, 1_000),
+        technician_job(4, P4, 5_000),
+        in_tier(technician_job(5, P5, 500), Tier::Standard),
+    ];
+    store.enqueue(&jobs).await.unwrap();
+    let lease = lease_one(store, Tier::Premium).await.unwrap();
+    assert_eq!(lease.job.id, jobs[1].id);
+
+    let premium = store.queue_stats(Tier::Premium).await.unwrap();
+    let expected = QueueStats {
+        pending: 3,
+        leased: 1,
+        oldest_enqueued_at: Some(EpochMillis(1_000)),
+        pending_by_severity: [1, 0, 0, 2, 0],
+        oldest_by_severity: [
+            Some(EpochMillis(3_000)),
+            None,
+            None,
+            Some(EpochMillis(1_000)),
+            None,
+        ],
+    };
+    assert_eq!(premium, expected);
+    assert_eq!(
+        store
+            .queue_stats(Tier::Standard)
+            .await
+            .unwrap()
+            .oldest_by_severity[Severity::P5.index()],
+        Some(EpochMillis(500))
+    );
+    assert_eq!(
+        store.queue_stats(Tier::Extractive).await.unwrap(),
+        QueueStats::default()
+    );
+}
+
+async fn dead_letters_are_listed_oldest_first_and_removable(store: &dyn Store) {
+    let letter = |n: i64, known_origin: bool| DeadLetter {
+        reason: format!("invalid severity in event {n}"),
+        raw: format!("{{\"sys_id\": \"{n}\", \"priority\": \"urgent\"}}"),
+        topic: known_origin.then(|| "servicenow.incidents".to_owned()),
+        partition: known_origin.then_some(n % 3),
+        offset: known_origin.then_some(1_000 + n),
+        at: EpochMillis(NOW.as_millis() + n as u64),
+    };
+    let letters = [letter(1, true), letter(2, false), letter(3, true)];
+    let mut ids = Vec::new();
+    for l in &letters {
+        ids.push(store.dead_letter(l).await.unwrap());
+    }
+
+    let listed = store.dead_letters(10).await.unwrap();
+    assert_eq!(
+        listed,
+        ids.iter()
+            .cloned()
+            .zip(letters.iter().cloned())
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(store.dead_letters(2).await.unwrap().len(), 2);
+    assert!(store.dead_letters(0).await.unwrap().is_empty());
+
+    assert!(store.remove_dead_letter(&ids[1]).await.unwrap());
+    assert!(!store.remove_dead_letter(&ids[1]).await.unwrap());
+    assert!(!store.remove_dead_letter("not-a-dead-letter").await.unwrap());
+    let remaining: Vec<_> = store
+        .dead_letters(10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
+    assert_eq!(remaining, vec![ids[0].clone(), ids[2].clone()]);
+}
+
+async fn regions_marked_by_ingest_are_taken_once(store: &dyn Store) {
+    let in_region = |n: u64, version: u64, region: Option<&str>| {
+        let mut r = record(n, version, vec![]);
+        r.region = region.map(str::to_owned);
+        r
+    };
+    let batch = [
+        in_region(1, 1, Some("emea")),
+        in_region(2, 1, Some("emea")),
+        in_region(3, 1, Some("apac")),
+        in_region(4, 1, None),
+    ];
+    store.ingest(&batch).await.unwrap();
+
+    assert_eq!(
+        store.take_due_regions().await.unwrap(),
+        vec!["apac".to_owned(), "emea".to_owned()]
+    );
+    assert!(store.take_due_regions().await.unwrap().is_empty());
+    store
+        .ingest(&[in_region(1, 1, Some("emea"))])
+        .await
+        .unwrap();
+    assert!(
+        store.take_due_regions().await.unwrap().is_empty(),
+        "a duplicate marks nothing"
+    );
+    store
+        .ingest(&[in_region(1, 2, Some("emea"))])
+        .await
+        .unwrap();
+    assert_eq!(
+        store.take_due_regions().await.unwrap(),
+        vec!["emea".to_owned()]
+    );
+}
+
+async fn unknown_tickets_have_no_snapshot_and_no_summary(store: &dyn Store) {
+    assert_eq!(store.ticket_snapshot(&ticket(42)).await.unwrap(), None);
+    assert_eq!(
+        store
+            .summary(&ticket(42), SummaryKind::Technician)
+            .await
+            .unwrap(),
+        None
+    );
+    assert!(
+        !store
+            .job_exists(&technician_job(42, P1, 0).id)
+            .await
+            .unwrap()
+    );
+}
+
+/// Instantiates every test for both backends.
+macro_rules! conformance {
+    ($($test:ident),* $(,)?) => {
+        mod memory {
+            use stormgate_shared::store::memory::MemoryStore;
+            $(
+                #[tokio::test]
+                async fn $test() {
+                    super::$test(&MemoryStore::new()).await;
+                }
+            )*
+        }
+
+        mod redis {
+            use stormgate_shared::testing::redis_server::RedisServer;
+            $(
+                #[tokio::test]
+                async fn $test() {
+                    let server = RedisServer::start().unwrap_or_else(|e| panic!("{e}"));
+                    let store = server.store("conformance").unwrap_or_else(|e| panic!("{e}"));
+                    super::$test(&store).await;
+                }
+            )*
+        }
+    };
+}
+
+conformance!(
+    ingest_is_idempotent_per_ticket_version,
+    ingest_outcomes_follow_input_order_within_a_batch,
+    ingest_of_a_newer_version_cancels_pending_older_work,
+    closed_ticket_queues_no_technician_job,
+    ingest_keeps_a_better_summary_than_the_instant_one,
+    summaries_keep_the_latest_version_and_prefer_llm_at_equal_version,
+    lease_serves_most_severe_first_then_earliest_then_by_job_id,
+    waiting_promotes_one_severity_step_per_promote_every,
+    the_aging_policy_is_applied_when_leasing,
+    lease_takes_jobs_sharing_the_coalescing_key_up_to_the_cap,
+    an_empty_queue_leases_nothing_and_a_zero_cap_leases_one,
+    a_leased_job_is_not_leased_again,
+    ack_needs_the_lease_currently_held,
+    release_requeues_in_the_given_tier_keeping_arrival,
+    expired_leases_are_reclaimed_and_get_a_new_token,
+    an_acknowledged_job_is_never_reclaimed,
+    cancel_removes_pending_jobs_below_the_version_of_the_given_kinds,
+    a_job_cancelled_while_leased_is_dropped_instead_of_requeued,
+    enqueue_is_idempotent_per_job_id,
+    queue_stats_report_pending_leased_and_oldest_per_severity,
+    dead_letters_are_listed_oldest_first_and_removable,
+    regions_marked_by_ingest_are_taken_once,
+    unknown_tickets_have_no_snapshot_and_no_summary,
+);
