@@ -46,6 +46,10 @@ pub struct TicketView {
 impl TicketView {
     /// Reads a snapshot; `None` when it is not a JSON object at all.
     pub fn from_snapshot(snapshot: &serde_json::Value) -> Option<TicketView> {
+        // Ingest stores a `TicketSnapshot` (ticket + bounded log); read that shape first.
+        if let Ok(s) = serde_json::from_value::<crate::snapshot::TicketSnapshot>(snapshot.clone()) {
+            return Some(TicketView::from(&s));
+        }
         serde_json::from_value(snapshot.clone()).ok()
     }
 
@@ -194,5 +198,48 @@ mod tests {
         assert!(body.contains("[...]"));
         let short = ticket(3).prompt_body(600);
         assert!(short.contains("line 2") && !short.contains("[...]"));
+    }
+}
+
+impl From<&crate::snapshot::TicketSnapshot> for TicketView {
+    /// The worker's view of what ingest stored: the routing severity, the bounded log
+    /// (repeats collapsed with their counts) followed by the latest journal entries.
+    fn from(s: &crate::snapshot::TicketSnapshot) -> TicketView {
+        let t = &s.ticket;
+        let mut log: Vec<LogLine> = s
+            .log
+            .lines()
+            .map(|l| LogLine {
+                author: None,
+                text: if l.occurrences > 1 {
+                    format!("{} (x{})", l.text, l.occurrences)
+                } else {
+                    l.text.clone()
+                },
+            })
+            .collect();
+        log.extend(t.log.iter().map(|e| LogLine {
+            author: e.author.clone(),
+            text: e.text.clone(),
+        }));
+        TicketView {
+            number: t.number.clone(),
+            version: t.version,
+            severity: Some(s.routing),
+            state: Some(t.state.as_str().to_owned()),
+            category: t.category.clone(),
+            subcategory: t.subcategory.clone(),
+            cmdb_ci: t.cmdb_ci.clone(),
+            location: t.location.clone(),
+            region: t.region.clone(),
+            assignment_group: t.assignment_group.clone(),
+            assigned_to: t.assigned_to.clone(),
+            caller: t.caller.clone(),
+            short_description: t.short_description.clone(),
+            description: t.description.clone(),
+            log,
+            customers_affected: t.customers_affected,
+            parent: t.parent.clone(),
+        }
     }
 }
