@@ -493,7 +493,7 @@ fn start_naive(
                 .as_str()
                 .and_then(|s| s.parse::<u64>().ok())
                 .unwrap_or(0);
-            if customers > 0 {
+            if customers >= NAIVE_CUSTOMER_NOTICE_FROM {
                 requests.push((
                     SummaryKind::Customer,
                     naive_request(&deployment, &record, 200, true),
