@@ -153,6 +153,49 @@ fn truncate_chars(text: &str, max_chars: usize) -> String {
     }
 }
 
+impl From<&crate::snapshot::TicketSnapshot> for TicketView {
+    /// The worker's view of what ingest stored: the routing severity, the bounded log
+    /// (repeats collapsed with their counts) followed by the latest journal entries.
+    fn from(s: &crate::snapshot::TicketSnapshot) -> TicketView {
+        let t = &s.ticket;
+        let mut log: Vec<LogLine> = s
+            .log
+            .lines()
+            .map(|l| LogLine {
+                author: None,
+                text: if l.occurrences > 1 {
+                    format!("{} (x{})", l.text, l.occurrences)
+                } else {
+                    l.text.clone()
+                },
+            })
+            .collect();
+        log.extend(t.log.iter().map(|e| LogLine {
+            author: e.author.clone(),
+            text: e.text.clone(),
+        }));
+        TicketView {
+            number: t.number.clone(),
+            version: t.version,
+            severity: Some(s.routing),
+            state: Some(t.state.as_str().to_owned()),
+            category: t.category.clone(),
+            subcategory: t.subcategory.clone(),
+            cmdb_ci: t.cmdb_ci.clone(),
+            location: t.location.clone(),
+            region: t.region.clone(),
+            assignment_group: t.assignment_group.clone(),
+            assigned_to: t.assigned_to.clone(),
+            caller: t.caller.clone(),
+            short_description: t.short_description.clone(),
+            description: t.description.clone(),
+            log,
+            customers_affected: t.customers_affected,
+            parent: t.parent.clone(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -198,48 +241,5 @@ mod tests {
         assert!(body.contains("[...]"));
         let short = ticket(3).prompt_body(600);
         assert!(short.contains("line 2") && !short.contains("[...]"));
-    }
-}
-
-impl From<&crate::snapshot::TicketSnapshot> for TicketView {
-    /// The worker's view of what ingest stored: the routing severity, the bounded log
-    /// (repeats collapsed with their counts) followed by the latest journal entries.
-    fn from(s: &crate::snapshot::TicketSnapshot) -> TicketView {
-        let t = &s.ticket;
-        let mut log: Vec<LogLine> = s
-            .log
-            .lines()
-            .map(|l| LogLine {
-                author: None,
-                text: if l.occurrences > 1 {
-                    format!("{} (x{})", l.text, l.occurrences)
-                } else {
-                    l.text.clone()
-                },
-            })
-            .collect();
-        log.extend(t.log.iter().map(|e| LogLine {
-            author: e.author.clone(),
-            text: e.text.clone(),
-        }));
-        TicketView {
-            number: t.number.clone(),
-            version: t.version,
-            severity: Some(s.routing),
-            state: Some(t.state.as_str().to_owned()),
-            category: t.category.clone(),
-            subcategory: t.subcategory.clone(),
-            cmdb_ci: t.cmdb_ci.clone(),
-            location: t.location.clone(),
-            region: t.region.clone(),
-            assignment_group: t.assignment_group.clone(),
-            assigned_to: t.assigned_to.clone(),
-            caller: t.caller.clone(),
-            short_description: t.short_description.clone(),
-            description: t.description.clone(),
-            log,
-            customers_affected: t.customers_affected,
-            parent: t.parent.clone(),
-        }
     }
 }
