@@ -48,3 +48,26 @@ async fn stormgate_meets_the_acceptance_figures_and_naive_shows_the_cascade() {
     }
     assert!(sg.cost_usd < naive.cost_usd);
 }
+
+#[tokio::test]
+async fn redis_gives_the_same_results_as_memory() {
+    use stormgate_shared::lab::replay::{Backend, PolicyName};
+    use stormgate_shared::testing::redis_server::RedisServer;
+
+    let scenario = Scenario::seed_storm().unwrap().compressed(0.01);
+    let server = RedisServer::start().unwrap();
+    let mut reports = Vec::new();
+    for backend in [Backend::Memory, Backend::Redis(server.url())] {
+        let options = ReplayOptions {
+            seed: 5,
+            policies: vec![PolicyName::Stormgate],
+            backend,
+            ..ReplayOptions::default()
+        };
+        let runs = replay(&scenario, &options, &mut |_, _| {}).await.unwrap();
+        let report = Report::build(&scenario, 5, &runs, 0.0);
+        assert!(report.policies[0].llm_calls > 0);
+        reports.push(serde_json::to_string(&report).unwrap());
+    }
+    assert_eq!(reports[0], reports[1]);
+}
