@@ -8,4 +8,5 @@ pub mod report;
 pub mod rng;
 pub mod scenario;
 pub mod simulator;
+pub mod trace;
 pub mod virtual_time;

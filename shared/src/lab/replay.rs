@@ -34,10 +34,11 @@ use crate::governor::{
 };
 use crate::ingest::{IngestContext, IngestPolicy, RawEvent, classify_batch};
 use crate::job::{SummaryKind, Tier};
-use crate::lab::scenario::{PlannedEvent, Scenario, ScenarioError, render_event, sys_id};
+use crate::lab::scenario::{Scenario, ScenarioError};
 use crate::lab::simulator::{
     DeploymentConfig, InProcessSimulator, Latency, SimulatorConfig, SimulatorCore,
 };
+use crate::lab::trace::TraceEvent;
 use crate::lab::virtual_time::{Shared, VirtualClock, VirtualTime};
 use crate::llm::{ChatMessage, ChatRequest, LlmClient, LlmError, Role};
 use crate::severity::Severity;
@@ -182,7 +183,23 @@ pub async fn replay(
     options: &ReplayOptions,
     progress: Progress<'_>,
 ) -> Result<Vec<PolicyRun>, ReplayError> {
-    let plan = Rc::new(scenario.plan(options.seed)?);
+    let trace = scenario
+        .plan(options.seed)?
+        .into_iter()
+        .map(TraceEvent::Planned)
+        .collect();
+    replay_trace(scenario, trace, options, progress).await
+}
+
+/// Runs every policy of `options` on a given trace (a recorded history, say), with
+/// `scenario`'s deployments and start.
+pub async fn replay_trace(
+    scenario: &Scenario,
+    trace: Vec<TraceEvent>,
+    options: &ReplayOptions,
+    progress: Progress<'_>,
+) -> Result<Vec<PolicyRun>, ReplayError> {
+    let plan = Rc::new(trace);
     let mut runs = Vec::new();
     for &policy in &options.policies {
         let local = tokio::task::LocalSet::new();
@@ -238,7 +255,7 @@ impl Recorder {
 async fn run_policy(
     policy: PolicyName,
     scenario: &Scenario,
-    plan: Rc<Vec<PlannedEvent>>,
+    plan: Rc<Vec<TraceEvent>>,
     options: &ReplayOptions,
     progress: Progress<'_>,
 ) -> Result<PolicyRun, ReplayError> {
@@ -266,7 +283,7 @@ async fn run_policy(
         in_flight: 0,
         arrivals_done: false,
     }));
-    let last_arrival = plan.last().map(|e| e.at).unwrap_or(start);
+    let last_arrival = plan.last().map(|e| e.at()).unwrap_or(start);
     let horizon = last_arrival.plus(options.drain_limit);
 
     match policy {
@@ -376,10 +393,6 @@ impl LlmClient for ThrottleCounting {
     }
 }
 
-fn ticket_severity(e: &PlannedEvent) -> Severity {
-    e.ticket.severity
-}
-
 fn start_sampler(
     vt: &Arc<VirtualTime>,
     scenario: &Scenario,
@@ -420,17 +433,16 @@ fn start_sampler(
     });
 }
 
-fn register_arrival(recorder: &Shared<Recorder>, seed: u64, e: &PlannedEvent) {
+fn register_arrival(recorder: &Shared<Recorder>, seed: u64, e: &TraceEvent) {
     let mut r = recorder.borrow_mut();
     let number = e.number();
-    r.numbers
-        .insert(sys_id(seed, e.ticket.index), number.clone());
+    r.numbers.insert(e.sys_id(seed), number.clone());
     r.tickets
         .entry(number.clone())
         .or_insert_with(|| TicketTrack {
             number,
-            severity: Some(ticket_severity(e)),
-            arrived: e.at,
+            severity: Some(e.severity()),
+            arrived: e.at(),
             ..TicketTrack::default()
         });
 }
@@ -467,7 +479,7 @@ impl Default for NaiveRetries {
 fn start_naive(
     vt: &Arc<VirtualTime>,
     scenario: &Scenario,
-    plan: Rc<Vec<PlannedEvent>>,
+    plan: Rc<Vec<TraceEvent>>,
     options: &ReplayOptions,
     client: Arc<ThrottleCounting>,
     recorder: Shared<Recorder>,
@@ -479,12 +491,12 @@ fn start_naive(
     let max_tokens = scenario.max_tokens;
     vt.spawn(async move {
         for e in plan.iter() {
-            let wait = e.at.since(clock.now());
+            let wait = e.at().since(clock.now());
             if !wait.is_zero() {
                 clock.sleep(wait).await;
             }
             register_arrival(&recorder, seed, e);
-            let record = render_event(seed, e);
+            let record = e.record(seed);
             let mut requests = vec![(
                 SummaryKind::Technician,
                 naive_request(&deployment, &record, max_tokens, false),
@@ -502,7 +514,7 @@ fn start_naive(
             for (kind, request) in requests {
                 recorder.borrow_mut().in_flight += 1;
                 let number = e.number();
-                let queued_at = e.at;
+                let queued_at = e.at();
                 let client = client.clone();
                 let recorder = recorder.clone();
                 let clock = clock.clone();
@@ -631,7 +643,7 @@ struct Product {
 async fn start_stormgate(
     vt: &Arc<VirtualTime>,
     scenario: &Scenario,
-    plan: Rc<Vec<PlannedEvent>>,
+    plan: Rc<Vec<TraceEvent>>,
     options: &ReplayOptions,
     client: Arc<ThrottleCounting>,
     recorder: Shared<Recorder>,
@@ -707,19 +719,19 @@ async fn backend(
 
 fn start_feed(
     vt: &Arc<VirtualTime>,
-    plan: Rc<Vec<PlannedEvent>>,
+    plan: Rc<Vec<TraceEvent>>,
     product: Rc<Product>,
     recorder: Shared<Recorder>,
 ) {
     let clock = vt.clock();
     vt.spawn(async move {
         for e in plan.iter() {
-            let wait = e.at.since(clock.now());
+            let wait = e.at().since(clock.now());
             if !wait.is_zero() {
                 clock.sleep(wait).await;
             }
             register_arrival(&recorder, product.seed, e);
-            let value = serde_json::to_vec(&render_event(product.seed, e)).unwrap_or_default();
+            let value = serde_json::to_vec(&e.record(product.seed)).unwrap_or_default();
             let raw = RawEvent {
                 value,
                 ..RawEvent::default()
@@ -736,7 +748,7 @@ fn start_feed(
                 && o.accepted > 0
             {
                 let mut r = recorder.borrow_mut();
-                let id = sys_id(product.seed, e.ticket.index);
+                let id = e.sys_id(product.seed);
                 if let Some(t) = r.track(&id) {
                     t.first_summary.get_or_insert(now);
                 }
