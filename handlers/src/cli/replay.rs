@@ -7,9 +7,10 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::Args;
-use stormgate_shared::lab::replay::{Backend, PolicyName, ReplayOptions, replay};
+use stormgate_shared::lab::replay::{Backend, PolicyName, ReplayOptions, replay, replay_trace};
 use stormgate_shared::lab::report::{Report, html, table};
 use stormgate_shared::lab::scenario::Scenario;
+use stormgate_shared::lab::trace::read_history;
 
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
@@ -31,6 +32,13 @@ pub struct ReplayArgs {
     /// Write the JSON report here.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Replay a ServiceNow incident-export CSV (UCI incident event log columns) instead
+    /// of the scenario's generated tickets; the scenario still gives quotas and prices.
+    #[arg(long)]
+    pub history: Option<PathBuf>,
+    /// How many times faster than recorded the history is replayed.
+    #[arg(long, default_value_t = 60.0)]
+    pub time_scale: f64,
     /// Write the HTML report here.
     #[arg(long, default_value = "report.html")]
     pub html: PathBuf,
@@ -74,7 +82,22 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
             eprintln!();
         }
     };
-    let runs = runtime.block_on(replay(&scenario, &options, &mut progress))?;
+    let runs = match &args.history {
+        None => runtime.block_on(replay(&scenario, &options, &mut progress))?,
+        Some(path) => {
+            let file = std::fs::File::open(path)
+                .map_err(|e| anyhow::anyhow!("cannot open {}: {e}", path.display()))?;
+            let (trace, skipped) = read_history(file, scenario.start_millis()?, args.time_scale)?;
+            eprintln!(
+                "history {}: {} events ({} rows skipped), time scale {}x",
+                path.display(),
+                trace.len(),
+                skipped,
+                args.time_scale
+            );
+            runtime.block_on(replay_trace(&scenario, trace, &options, &mut progress))?
+        }
+    };
     let report = Report::build(&scenario, args.seed, &runs, started.elapsed().as_secs_f64());
     println!("{}", table(&report));
     if let Some(path) = &args.json {
