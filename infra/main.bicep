@@ -178,7 +178,7 @@ param searchApiKey string
 // ---- Derived values -------------------------------------------------------------------------------------------
 
 var token = take(uniqueString(subscription().id, resourceGroup().id, namePrefix), 8)
-var compactPrefix = take(replace(namePrefix, '-', ''), 12)
+var compactPrefix = toLower(take(replace(namePrefix, '-', ''), 12))
 var isFlexConsumption = hostingPlanSku == 'FC1'
 var useManagedRedis = redisMode == 'managed'
 var appName = 'func-${namePrefix}-${token}'
@@ -213,6 +213,7 @@ module monitoring 'modules/monitoring.bicep' = {
     workspaceName: 'log-${namePrefix}-${token}'
     appInsightsName: 'appi-${namePrefix}-${token}'
     retentionInDays: logRetentionInDays
+    disableLocalAuth: true
   }
 }
 
@@ -286,6 +287,7 @@ module access 'modules/access.bicep' = {
     openAiAccountName: openAi.outputs.name
     keyVaultName: keyVault.outputs.name
     storageAccountName: storage.outputs.name
+    appInsightsName: monitoring.outputs.appInsightsName
   }
 }
 

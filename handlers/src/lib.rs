@@ -4,6 +4,7 @@
 //! environment and the system clock.
 
 pub mod app;
+pub mod classifier_loader;
 pub mod cli;
 pub mod config;
 pub mod error;

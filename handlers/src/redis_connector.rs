@@ -1,32 +1,193 @@
-//! The production [`ConnectStore`]: connects the Redis store named by the settings.
+//! The production [`ConnectStore`]: the Redis store named by the settings.
+//!
+//! With `STORMGATE_REDIS_AUTH=url` the URL carries the credentials (or none, locally).
+//! With `entra` the app's managed identity authenticates: Azure Managed Redis takes the
+//! identity's object id as the user name and a Microsoft Entra token as the password.
+//! Tokens live about an hour, so the connection subscribes to a stream of credentials
+//! that fetches a fresh token shortly before the current one expires and re-authenticates
+//! the live connection, rather than failing an hour after start-up.
 
+use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
+use azure_core::credentials::TokenCredential;
+use azure_identity::{ManagedIdentityCredential, ManagedIdentityCredentialOptions, UserAssignedId};
+use futures_util::Stream;
+use redis::aio::ConnectionManagerConfig;
+use redis::auth::{BasicAuth, StreamingCredentialsProvider};
+use stormgate_shared::store::redis::{Namespace, RedisStore};
 use stormgate_shared::store::{Store, StoreError};
 
-use crate::config::RedisSettings;
+use crate::config::{RedisAuth, RedisSettings};
 use crate::lazy_store::ConnectStore;
+
+/// The Entra scope Azure Managed Redis accepts tokens for.
+pub const REDIS_TOKEN_SCOPE: &str = "https://redis.azure.com/.default";
+
+/// Every key the handler writes lives under this namespace.
+const NAMESPACE: &str = "stormgate";
+
+/// How long before expiry a token is replaced.
+const REFRESH_BEFORE_EXPIRY: Duration = Duration::from_secs(5 * 60);
+
+/// Wait after a failed token request before asking again.
+const TOKEN_RETRY_DELAY: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Clone)]
 pub struct RedisConnector {
     settings: RedisSettings,
+    client_id: Option<String>,
+    namespace: String,
 }
 
 impl RedisConnector {
-    pub fn new(settings: RedisSettings) -> Self {
-        RedisConnector { settings }
+    /// `client_id` is the user-assigned identity (`AZURE_CLIENT_ID`), used with Entra auth.
+    pub fn new(settings: RedisSettings, client_id: Option<String>) -> Self {
+        RedisConnector {
+            settings,
+            client_id,
+            namespace: NAMESPACE.to_owned(),
+        }
+    }
+
+    /// A connector whose keys live under `namespace` (tests sharing one Redis).
+    pub fn with_namespace(settings: RedisSettings, namespace: &str) -> Self {
+        RedisConnector {
+            namespace: namespace.to_owned(),
+            ..RedisConnector::new(settings, None)
+        }
+    }
+
+    fn store(&self) -> Result<RedisStore, StoreError> {
+        let client = redis::Client::open(self.settings.url.expose())
+            .map_err(|e| StoreError::Unavailable(format!("STORMGATE_REDIS_URL: {e}")))?;
+        let namespace: Namespace = self
+            .namespace
+            .parse()
+            .map_err(|e| StoreError::Unavailable(format!("namespace: {e}")))?;
+        match &self.settings.auth {
+            RedisAuth::Url => Ok(RedisStore::new(client, namespace)),
+            RedisAuth::Entra { user } => {
+                let credential = managed_identity(self.client_id.as_deref())?;
+                let provider = EntraCredentials {
+                    user: user.clone(),
+                    credential,
+                };
+                let config = ConnectionManagerConfig::new().set_credentials_provider(provider);
+                Ok(RedisStore::with_config(client, namespace, config))
+            }
+        }
     }
 }
 
 #[async_trait]
 impl ConnectStore for RedisConnector {
     async fn connect(&self) -> Result<Arc<dyn Store>, StoreError> {
-        // Replaced when the Redis store lands (scheduler issue); until then every
-        // route that needs the store answers 503 naming nothing internal.
-        let _ = &self.settings;
-        Err(StoreError::Unavailable(
-            "the Redis store is not implemented yet".into(),
-        ))
+        // The store itself connects on first use; building it only checks the URL.
+        Ok(Arc::new(self.store()?))
+    }
+}
+
+fn managed_identity(client_id: Option<&str>) -> Result<Arc<dyn TokenCredential>, StoreError> {
+    let options = ManagedIdentityCredentialOptions {
+        user_assigned_id: client_id.map(|id| UserAssignedId::ClientId(id.to_owned())),
+        ..Default::default()
+    };
+    let credential = ManagedIdentityCredential::new(Some(options))
+        .map_err(|e| StoreError::Unavailable(format!("managed identity: {e}")))?;
+    Ok(credential)
+}
+
+/// Redis credentials from the managed identity, renewed before each token expires.
+struct EntraCredentials {
+    user: String,
+    credential: Arc<dyn TokenCredential>,
+}
+
+impl StreamingCredentialsProvider for EntraCredentials {
+    fn subscribe(
+        &self,
+    ) -> Pin<Box<dyn Stream<Item = redis::RedisResult<BasicAuth>> + Send + 'static>> {
+        let user = self.user.clone();
+        let credential = self.credential.clone();
+        let stream = futures_util::stream::unfold(Duration::ZERO, move |wait| {
+            let user = user.clone();
+            let credential = credential.clone();
+            async move {
+                tokio::time::sleep(wait).await;
+                match credential.get_token(&[REDIS_TOKEN_SCOPE], None).await {
+                    Ok(token) => {
+                        let next = refresh_delay(token.expires_on);
+                        let auth = BasicAuth::new(user, token.token.secret().to_owned());
+                        Some((Ok(auth), next))
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "could not get an Entra token for Redis");
+                        let error = redis::RedisError::from((
+                            redis::ErrorKind::AuthenticationFailed,
+                            "Entra token for Redis unavailable",
+                        ));
+                        Some((Err(error), TOKEN_RETRY_DELAY))
+                    }
+                }
+            }
+        });
+        Box::pin(stream)
+    }
+}
+
+/// How long to keep a token that expires at `expires_on`.
+fn refresh_delay(expires_on: azure_core::time::OffsetDateTime) -> Duration {
+    let left = expires_on - azure_core::time::OffsetDateTime::now_utc();
+    let left = Duration::try_from(left).unwrap_or(Duration::ZERO);
+    left.saturating_sub(REFRESH_BEFORE_EXPIRY)
+        .max(TOKEN_RETRY_DELAY)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_renewed_five_minutes_before_they_expire() {
+        let in_an_hour =
+            azure_core::time::OffsetDateTime::now_utc() + azure_core::time::Duration::hours(1);
+        let delay = refresh_delay(in_an_hour);
+        assert!(delay <= Duration::from_secs(55 * 60));
+        assert!(delay > Duration::from_secs(54 * 60));
+    }
+
+    #[test]
+    fn an_expired_token_is_renewed_after_a_short_pause_not_in_a_loop() {
+        let past =
+            azure_core::time::OffsetDateTime::now_utc() - azure_core::time::Duration::minutes(1);
+        assert_eq!(refresh_delay(past), TOKEN_RETRY_DELAY);
+    }
+
+    #[tokio::test]
+    async fn a_url_store_is_built_without_contacting_redis() {
+        let settings = RedisSettings {
+            url: crate::secrets::Secret::new("redis://127.0.0.1:1/"),
+            auth: RedisAuth::Url,
+        };
+        let store = RedisConnector::new(settings, None).connect().await;
+        assert!(store.is_ok(), "building the store must not connect");
+    }
+
+    #[tokio::test]
+    async fn a_malformed_url_is_reported_without_its_value() {
+        let settings = RedisSettings {
+            url: crate::secrets::Secret::new("not a url with password hunter2"),
+            auth: RedisAuth::Url,
+        };
+        let error = RedisConnector::new(settings, None)
+            .connect()
+            .await
+            .expect_err("malformed URL");
+        let text = error.to_string();
+        assert!(text.contains("STORMGATE_REDIS_URL"), "{text}");
+        assert!(!text.contains("hunter2"), "{text}");
     }
 }

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use stormgate_handlers::config::Settings;
+use stormgate_shared::testing::redis_server::RedisServer;
 
 const HANDLER: &str = env!("CARGO_BIN_EXE_handler");
 const INVOCATION_ID: &str = "7c9e6679-7425-40de-944b-e07fc1f90ae7";
@@ -134,7 +135,9 @@ fn start_up_failure(vars: &[(String, String)]) -> (ExitStatus, String) {
 
 #[tokio::test]
 async fn handler_serves_the_host_rejects_garbage_and_stays_up() {
-    let mut handler = HandlerProcess::start(&[]);
+    let redis = RedisServer::start().unwrap();
+    let redis_url = redis.url();
+    let mut handler = HandlerProcess::start(&[("STORMGATE_REDIS_URL", &redis_url)]);
     let client = reqwest::Client::new();
     let root = wait_until_answering(&client, &handler.base).await;
     assert!(root.status().is_success());

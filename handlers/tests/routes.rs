@@ -16,6 +16,7 @@ use stormgate_handlers::config::{LogFormat, Settings};
 use stormgate_handlers::lazy_store::{ConnectStore, LazyStore};
 use stormgate_handlers::system_clock::SystemClock;
 use stormgate_handlers::telemetry;
+use stormgate_shared::store::memory::MemoryStore;
 use stormgate_shared::store::{Store, StoreError};
 use tower::ServiceExt;
 
@@ -31,36 +32,46 @@ impl ConnectStore for Unreachable {
     }
 }
 
-fn router() -> Router {
+fn router_with(store: LazyStore) -> Router {
     app(AppState::new(
         Settings::example(),
-        LazyStore::new(Arc::new(Unreachable)),
+        store,
         Arc::new(SystemClock),
     ))
 }
 
+/// A router whose store can never be reached.
+fn router() -> Router {
+    router_with(LazyStore::new(Arc::new(Unreachable)))
+}
+
+/// A router over the embedded in-memory store.
+fn router_with_memory_store() -> Router {
+    router_with(LazyStore::ready(Arc::new(MemoryStore::new())))
+}
+
 async fn send(request: Request<Body>) -> (StatusCode, Vec<u8>) {
-    let response = router().oneshot(request).await.unwrap();
+    send_to(router(), request).await
+}
+
+async fn send_to(router: Router, request: Request<Body>) -> (StatusCode, Vec<u8>) {
+    let response = router.oneshot(request).await.unwrap();
     let status = response.status();
-    (
-        status,
-        response
-            .into_body()
-            .collect()
-            .await
-            .unwrap()
-            .to_bytes()
-            .to_vec(),
-    )
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    (status, body.to_vec())
 }
 
 async fn post_json(path: &str, body: impl Into<Body>) -> (StatusCode, Value) {
+    post_json_to(router(), path, body).await
+}
+
+async fn post_json_to(router: Router, path: &str, body: impl Into<Body>) -> (StatusCode, Value) {
     let request = Request::post(path)
         .header("content-type", "application/json")
         .header(INVOCATION_ID_HEADER, "3f1e7d0a-0000-4000-8000-000000000001")
         .body(body.into())
         .unwrap();
-    let (status, bytes) = send(request).await;
+    let (status, bytes) = send_to(router, request).await;
     (
         status,
         serde_json::from_slice(&bytes)
@@ -93,31 +104,36 @@ async fn root_answers_at_once_without_touching_the_store() {
     assert!(!body.is_empty());
 }
 
+fn assert_invocation_response(status: StatusCode, body: &Value) {
+    assert!(status.is_success(), "{status} {body}");
+    for field in ["Outputs", "Logs", "ReturnValue"] {
+        assert!(body.get(field).is_some(), "{field} missing from {body}");
+    }
+}
+
 #[tokio::test]
 async fn classify_accepts_a_host_shaped_double_encoded_kafka_batch() {
-    let (status, body) = post_json("/classify", host_shaped_kafka_invocation().to_string()).await;
-    // Until classification lands the route answers 501 naming it, and nothing else.
-    if status == StatusCode::NOT_IMPLEMENTED {
-        assert_eq!(
-            body,
-            json!({"error": "classification is not implemented yet"})
-        );
-    } else {
-        assert!(status.is_success(), "{status} {body}");
-        assert!(
-            body.get("Outputs").is_some() && body.get("Logs").is_some(),
-            "{body}"
-        );
-    }
+    let invocation = host_shaped_kafka_invocation().to_string();
+    let (status, body) = post_json_to(router_with_memory_store(), "/classify", invocation).await;
+    assert_invocation_response(status, &body);
 }
 
 #[tokio::test]
 async fn classify_accepts_a_plain_kafka_batch() {
     let plain = json!({"Data": {"events": [{"Offset": 1, "Partition": 0, "Topic": "t", "Value": "{}"}]}, "Metadata": {}});
-    let (status, body) = post_json("/classify", plain.to_string()).await;
+    let (status, body) =
+        post_json_to(router_with_memory_store(), "/classify", plain.to_string()).await;
+    assert_invocation_response(status, &body);
+}
+
+#[tokio::test]
+async fn classify_fails_the_invocation_without_leaking_when_the_store_is_unreachable() {
+    let (status, body) = post_json("/classify", host_shaped_kafka_invocation().to_string()).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(body["error"].is_string());
     assert!(
-        status.is_success() || status == StatusCode::NOT_IMPLEMENTED,
-        "{status} {body}"
+        !body.to_string().contains("hunter2") && !body.to_string().contains("10.0.0.1"),
+        "{body}"
     );
 }
 

@@ -13,6 +13,9 @@ param keyVaultName string
 @description('Functions host storage account.')
 param storageAccountName string
 
+@description('Application Insights component the host sends telemetry to.')
+param appInsightsName string
+
 // Ids from the Azure built-in roles reference (learn.microsoft.com/azure/role-based-access-control/built-in-roles).
 var builtInRoles = {
   'Cognitive Services OpenAI User': '5e0bd9bd-7b93-4f28-af87-19fc36ad61bd'
@@ -20,6 +23,7 @@ var builtInRoles = {
   'Storage Blob Data Owner': 'b7e6dc6d-f1e8-4753-8033-0f276bb0955b'
   'Storage Queue Data Contributor': '974c5e8b-45b9-4653-ba55-5f855dd0fb88'
   'Storage Table Data Contributor': '0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3'
+  'Monitoring Metrics Publisher': '3913510d-42f4-4e42-8a64-420c390055eb'
 }
 
 // The Functions host with identity-based AzureWebJobsStorage needs blobs (leases, keys, deployment package),
@@ -40,6 +44,10 @@ resource vault 'Microsoft.KeyVault/vaults@2023-07-01' existing = {
 
 resource storage 'Microsoft.Storage/storageAccounts@2024-01-01' existing = {
   name: storageAccountName
+}
+
+resource appInsights 'Microsoft.Insights/components@2020-02-02' existing = {
+  name: appInsightsName
 }
 
 resource openAiUser 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
@@ -73,3 +81,14 @@ resource storageData 'Microsoft.Authorization/roleAssignments@2022-04-01' = [
     }
   }
 ]
+
+// Application Insights accepts the host's telemetry over Entra ID only (local authentication is off).
+resource metricsPublisher 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  name: guid(appInsights.id, principalId, builtInRoles['Monitoring Metrics Publisher'])
+  scope: appInsights
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', builtInRoles['Monitoring Metrics Publisher'])
+    principalId: principalId
+    principalType: 'ServicePrincipal'
+  }
+}

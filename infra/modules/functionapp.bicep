@@ -2,6 +2,8 @@
 // handler and the Functions host read. Flex Consumption (FC1) by default; Elastic Premium (EP1-EP3) on request,
 // with runtime scale monitoring so the Kafka trigger scales on consumer lag.
 
+import { tierDeployments } from 'openai.bicep'
+
 @description('Azure region for the plan and the app.')
 param location string
 
@@ -74,7 +76,7 @@ param openAiEndpoint string
 param openAiApiVersion string
 
 @description('Model deployments per tier, the same object the Azure OpenAI module deploys from.')
-param modelDeployments object
+param modelDeployments tierDeployments
 
 @description('Fraction of each deployment budget the governor keeps in reserve.')
 param governorHeadroom string
@@ -210,6 +212,8 @@ var coreSettings = {
   AzureWebJobsStorage__credential: 'managedidentity'
   AzureWebJobsStorage__clientId: identityClientId
   APPLICATIONINSIGHTS_CONNECTION_STRING: appInsightsConnectionString
+  // Telemetry signs in as the app identity: Application Insights has local authentication off.
+  APPLICATIONINSIGHTS_AUTHENTICATION_STRING: 'ClientId=${identityClientId};Authorization=AAD'
   AZURE_CLIENT_ID: identityClientId
   AZURE_OPENAI_ENDPOINT: openAiEndpoint
   AZURE_OPENAI_API_VERSION: openAiApiVersion

@@ -1,4 +1,5 @@
-// Log Analytics workspace and workspace-based Application Insights for the function app.
+// Log Analytics workspace and workspace-based Application Insights for the function app. With local
+// authentication off, only Entra ID identities with Monitoring Metrics Publisher can send telemetry.
 
 @description('Azure region for the monitoring resources.')
 param location string
@@ -11,6 +12,9 @@ param workspaceName string
 
 @description('Application Insights component name.')
 param appInsightsName string
+
+@description('Accept telemetry only from Entra ID identities (the app identity holds Monitoring Metrics Publisher).')
+param disableLocalAuth bool
 
 @description('Days of log retention in the workspace.')
 @minValue(30)
@@ -37,6 +41,7 @@ resource appInsights 'Microsoft.Insights/components@2020-02-02' = {
   properties: {
     Application_Type: 'web'
     WorkspaceResourceId: workspace.id
+    DisableLocalAuth: disableLocalAuth
   }
 }
 

@@ -14,8 +14,10 @@ param name string
 param disableLocalAuth bool
 
 @description('One entry per tier, keyed by tier name. capacity is in units of 1,000 tokens per minute.')
-param deployments modelDeployments
+param deployments tierDeployments
 
+@export()
+@description('One tier\'s Azure OpenAI deployment.')
 type modelDeployment = {
   @description('Deployment name the handler calls.')
   name: string
@@ -28,7 +30,9 @@ type modelDeployment = {
   capacity: int
 }
 
-type modelDeployments = {
+@export()
+@description('The deployments of both tiers; the function app reads its settings from the same object.')
+type tierDeployments = {
   premium: modelDeployment
   standard: modelDeployment
 }

@@ -22,6 +22,11 @@
 //!
 //! A job whose deadline has passed is still admitted if budget is there right now: a
 //! late LLM summary beats none; it spills only when the tier cannot serve it at once.
+//!
+//! Tiers are served one after the other, premium first: while premium waits for its
+//! budget within the tick, standard waits too, and is then served with whatever its
+//! own (separate) budget holds at that moment, without waiting. Standard therefore
+//! still uses its whole budget each tick; its jobs may start up to the tick budget later.
 
 use std::collections::BTreeMap;
 

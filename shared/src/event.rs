@@ -232,6 +232,14 @@ impl Ticket {
         self.log.iter().flat_map(|e| e.text.lines())
     }
 
+    /// Lines of the alarm/monitoring log entries (not the journal), oldest first.
+    pub fn alarm_lines(&self) -> impl Iterator<Item = &str> {
+        self.log
+            .iter()
+            .filter(|e| e.source == LogSource::Alarm)
+            .flat_map(|e| e.text.lines())
+    }
+
     /// People named by the ticket (assignee, caller, journal authors): never shown to customers.
     pub fn people(&self) -> Vec<&str> {
         let mut out: Vec<&str> = [self.assigned_to.as_deref(), self.caller.as_deref()]

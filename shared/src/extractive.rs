@@ -12,7 +12,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::classifier::features::{AlarmClass, AlarmCounts};
 use crate::clock::EpochMillis;
-use crate::event::{LogSource, TicketState};
+use crate::event::{LogEntry, TicketState};
+use crate::log_bounding::BoundedLog;
 use crate::scrubber::{Scrubbed, scrub};
 use crate::severity::Severity;
 use crate::snapshot::TicketSnapshot;
@@ -93,18 +94,10 @@ struct Line<'a> {
 }
 
 /// Journal lines (oldest first) then bounded log lines, each numbered by recency.
-fn candidate_lines(s: &TicketSnapshot) -> Vec<Line<'_>> {
-    // The bounded log also holds the journal's lines; the journal copies (with authorship) win.
-    let journal: std::collections::HashSet<&str> = s
-        .ticket
-        .log
-        .iter()
-        .flat_map(|e| e.text.lines())
-        .map(str::trim_end)
-        .collect();
+fn candidate_lines<'a>(s: &'a TicketSnapshot, alarms: &'a BoundedLog) -> Vec<Line<'a>> {
     let mut out = Vec::new();
     let mut order = 0;
-    for line in s.log.lines().filter(|l| !journal.contains(l.text.as_str())) {
+    for line in alarms.lines() {
         out.push(Line {
             text: &line.text,
             order,
@@ -113,12 +106,12 @@ fn candidate_lines(s: &TicketSnapshot) -> Vec<Line<'_>> {
         order += 1;
     }
     // Journal entries are newer than the alarm dump in practice; rank them above it.
-    for entry in &s.ticket.log {
+    for entry in s.journal() {
         for text in entry.text.lines().filter(|l| !l.trim().is_empty()) {
             out.push(Line {
                 text,
                 order,
-                human: entry.source != LogSource::Alarm,
+                human: true,
             });
             order += 1;
         }
@@ -153,8 +146,9 @@ fn alarm_phrase(counts: &AlarmCounts) -> Option<String> {
 /// current state, next step), keeping number, severity, service and state.
 pub fn technician(s: &TicketSnapshot) -> String {
     let t = &s.ticket;
-    let counts = AlarmCounts::from_bounded(&s.log);
-    let lines = candidate_lines(s);
+    let alarms = s.alarm_log();
+    let counts = AlarmCounts::from_bounded(&alarms);
+    let lines = candidate_lines(s, &alarms);
 
     let mut what = format!(
         "{} ({}, {}): {}",
@@ -213,7 +207,7 @@ pub fn technician(s: &TicketSnapshot) -> String {
     if let Some(line) = restored.filter(|l| !tried_lines.contains(l) && Some(*l) != next_line) {
         let _ = write!(state, "; last change: {}", quote(line));
     } else if let Some(latest) =
-        latest_update(s).filter(|l| Some(*l) != next_line && !tried_lines.contains(l))
+        latest_update(s, &alarms).filter(|l| Some(*l) != next_line && !tried_lines.contains(l))
     {
         let _ = write!(state, "; latest update: {}", quote(latest));
     }
@@ -238,18 +232,17 @@ fn fallback_title(s: &TicketSnapshot) -> String {
         .unwrap_or_else(|| "no description".to_owned())
 }
 
-fn latest_update(s: &TicketSnapshot) -> Option<&str> {
-    let journal = s
-        .ticket
-        .log
+fn latest_update<'a>(s: &'a TicketSnapshot, alarms: &'a BoundedLog) -> Option<&'a str> {
+    let journal: Vec<&LogEntry> = s.journal().collect();
+    let latest = journal
         .iter()
         .rev()
         .find_map(|e| e.text.lines().rev().find(|l| !l.trim().is_empty()));
-    journal.or_else(|| {
-        s.log
+    latest.or_else(|| {
+        alarms
             .tail
             .last()
-            .or(s.log.head.last())
+            .or(alarms.head.last())
             .map(|l| l.text.as_str())
     })
 }
@@ -279,7 +272,7 @@ fn default_next_step(s: &TicketSnapshot, counts: &AlarmCounts) -> String {
 /// scrubbed so no internal detail can survive even if a template changes.
 pub fn customer(s: &TicketSnapshot) -> Scrubbed {
     let t = &s.ticket;
-    let counts = AlarmCounts::from_bounded(&s.log);
+    let counts = AlarmCounts::from_bounded(&s.alarm_log());
     let service = service_words(t.category.as_deref(), t.subcategory.as_deref());
     let area = t
         .region
@@ -528,12 +521,12 @@ mod tests {
             ParseLimits::default(),
         )
         .unwrap();
-        let log = bound_lines(ticket.log_lines(), BoundingLimits::default());
+        let log = bound_lines(ticket.alarm_lines(), BoundingLimits::default());
         let prediction = Classifier::embedded()
             .unwrap()
             .predict(&FeatureInput::from_ticket(&ticket, &log));
         let routing = prediction.routing.min(ticket.severity);
-        TicketSnapshot::new(ticket, log, prediction, routing, EpochMillis(0))
+        TicketSnapshot::new(ticket, &log, prediction, routing, EpochMillis(0))
     }
 
     fn storm_ticket() -> serde_json::Value {

@@ -19,10 +19,12 @@ use crate::event::{CdcHeaders, ParseLimits, Ticket, parse_event};
 use crate::extractive;
 use crate::job::{Job, JobId, SummaryKind, Tier};
 use crate::log_bounding::{BoundingLimits, bound_lines};
+use crate::prompts;
 use crate::severity::Severity;
 use crate::snapshot::TicketSnapshot;
 use crate::store::{DeadLetter, IngestOutcome, IngestRecord, Store, StoreError};
 use crate::summary::{EXTRACTIVE_MODEL, Summary};
+use crate::token_estimate;
 use crate::tokens::Tokens;
 
 /// One Kafka record as the trigger delivered it.
@@ -64,6 +66,8 @@ pub struct IngestPolicy {
     pub customer_max_output: Tokens,
     /// Bytes of a rejected event's value kept in its dead letter.
     pub dead_letter_raw_bytes: usize,
+    /// Characters of ticket text a prompt carries (as the tier worker's `prompt_chars`).
+    pub prompt_chars: usize,
 }
 
 impl Default for IngestPolicy {
@@ -90,6 +94,7 @@ impl Default for IngestPolicy {
             technician_max_output: Tokens(300),
             customer_max_output: Tokens(200),
             dead_letter_raw_bytes: 64 * 1024,
+            prompt_chars: crate::summarize::SummarizeSettings::default().prompt_chars,
         }
     }
 }
@@ -120,15 +125,16 @@ pub enum IngestError {
     StoreUnavailable(String),
 }
 
-/// A prompt token estimate from the bounded prompt's size, used until the shared token
-/// estimator is wired in. Over-estimates on purpose (3 bytes per token, plus the template).
-pub fn provisional_prompt_tokens_from_bytes(bytes: usize) -> Tokens {
-    const TEMPLATE_TOKENS: u64 = 400;
-    Tokens(
-        u64::try_from(bytes / 3)
-            .unwrap_or(u64::MAX)
-            .saturating_add(TEMPLATE_TOKENS),
-    )
+/// The prompt tokens a job will be charged: the fast upper bound of the very request the
+/// tier worker will build for this ticket alone (template, delimiters and ticket text).
+pub fn prompt_token_estimate(
+    snapshot: &TicketSnapshot,
+    kind: SummaryKind,
+    prompt_chars: usize,
+) -> Tokens {
+    let text = prompts::ticket_text(snapshot, prompt_chars);
+    let request = prompts::ticket_request(prompts::current(kind), "", std::slice::from_ref(&text));
+    token_estimate::chat_upper_bound(&request.messages)
 }
 
 /// Handles a batch; fails only when the store is unavailable for everything.
@@ -218,13 +224,13 @@ pub fn prepare(
     now: EpochMillis,
 ) -> Result<IngestRecord, String> {
     let policy = ctx.policy;
-    let log = bound_lines(ticket.log_lines(), policy.bounding);
+    let log = bound_lines(ticket.alarm_lines(), policy.bounding);
     let prediction = ctx
         .classifier
         .predict(&FeatureInput::from_ticket(&ticket, &log));
     // The classifier may raise a ticket's severity, never lower what ServiceNow says.
     let routing = prediction.routing.min(ticket.severity);
-    let snapshot = TicketSnapshot::new(ticket, log, prediction, routing, now);
+    let snapshot = TicketSnapshot::new(ticket, &log, prediction, routing, now);
     let t = &snapshot.ticket;
 
     let summary = Summary {
@@ -240,7 +246,7 @@ pub fn prepare(
         created_at: now,
         prompt_version: None,
         input: serde_json::json!({
-            "bounding": snapshot.log.report,
+            "bounding": snapshot.bounding,
             "classification": {
                 "probabilities": snapshot.prediction.probabilities,
                 "most_likely": snapshot.prediction.most_likely,
@@ -253,9 +259,6 @@ pub fn prepare(
     };
 
     let closed = t.is_closed();
-    let prompt_bytes =
-        snapshot.log.report.bytes_out + t.short_description.len() + t.description.len().min(4096);
-    let prompt_tokens = provisional_prompt_tokens_from_bytes(prompt_bytes);
     let mut kinds = Vec::with_capacity(2);
     if !closed {
         kinds.push((
@@ -288,7 +291,7 @@ pub fn prepare(
             number: t.number.clone(),
             severity: routing,
             tier,
-            prompt_tokens,
+            prompt_tokens: prompt_token_estimate(&snapshot, kind, policy.prompt_chars),
             max_output_tokens: max_output,
             enqueued_at: now,
             deadline: now.plus(deadline),

@@ -37,7 +37,5 @@ pub mod summary;
 #[cfg(any(test, feature = "test-support"))]
 pub mod testing;
 pub mod ticket_id;
-pub mod ticket_view;
 pub mod token_estimate;
 pub mod tokens;
-pub mod zero_token;

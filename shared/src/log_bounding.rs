@@ -6,8 +6,6 @@
 //! Everything is one pass plus a hash map: linear in the log's size.
 
 use std::collections::HashMap;
-use std::collections::hash_map::DefaultHasher;
-use std::hash::{Hash, Hasher};
 
 use serde::{Deserialize, Serialize};
 
@@ -83,6 +81,42 @@ impl BoundedLog {
     }
 }
 
+impl BoundedLog {
+    /// Reads back what [`BoundedLog::render`] wrote (counts and the omission marker included).
+    pub fn parse_rendered(text: &str, report: BoundingReport) -> BoundedLog {
+        let mut log = BoundedLog {
+            report,
+            ..BoundedLog::default()
+        };
+        for line in text.lines() {
+            if let Some(n) = line
+                .strip_prefix("[... ")
+                .and_then(|r| r.strip_suffix(" lines omitted ...]"))
+            {
+                log.omitted = n.parse().unwrap_or(0);
+                continue;
+            }
+            let (text, occurrences) = match line.rsplit_once(" [x") {
+                Some((t, n)) => match n.strip_suffix(']').and_then(|n| n.parse::<u32>().ok()) {
+                    Some(n) => (t, n),
+                    None => (line, 1),
+                },
+                None => (line, 1),
+            };
+            let bounded = BoundedLine {
+                text: text.to_owned(),
+                occurrences,
+            };
+            if log.omitted > 0 {
+                log.tail.push(bounded)
+            } else {
+                log.head.push(bounded)
+            }
+        }
+        log
+    }
+}
+
 fn render_line(out: &mut String, line: &BoundedLine) {
     out.push_str(&line.text);
     if line.occurrences > 1 {
@@ -108,29 +142,25 @@ fn omission_marker(n: usize) -> String {
     format!("[... {n} lines omitted ...]\n")
 }
 
-/// Compare lines with digit runs replaced by `#` and whitespace runs by one space.
-fn normalised(line: &str) -> impl Iterator<Item = char> + '_ {
-    let mut prev: Option<char> = None;
-    line.trim().chars().filter_map(move |c| {
-        let class = if c.is_ascii_digit() {
-            '#'
-        } else if c.is_whitespace() {
-            ' '
+/// Writes the line's comparison key into `out`: trimmed, ASCII digit runs replaced by `#`,
+/// whitespace runs by one space. Only ASCII bytes are replaced, so the key is still UTF-8.
+fn normalise_into(line: &str, out: &mut Vec<u8>) {
+    out.clear();
+    let mut prev = 0u8;
+    for &b in line.trim().as_bytes() {
+        let class = if b.is_ascii_digit() {
+            b'#'
+        } else if b.is_ascii_whitespace() {
+            b' '
         } else {
-            c
+            b
         };
-        let repeat = prev == Some(class) && (class == '#' || class == ' ');
-        prev = Some(class);
-        (!repeat).then_some(class)
-    })
-}
-
-fn normalised_hash(line: &str) -> u64 {
-    let mut h = DefaultHasher::new();
-    for c in normalised(line) {
-        c.hash(&mut h);
+        if class == prev && (class == b'#' || class == b' ') {
+            continue;
+        }
+        out.push(class);
+        prev = class;
     }
-    h.finish()
 }
 
 /// Collapses repeats, then keeps head and tail within `limits.max_bytes`.
@@ -140,26 +170,24 @@ pub fn bound_lines<'a>(
 ) -> BoundedLog {
     let mut report = BoundingReport::default();
     let mut distinct: Vec<(&'a str, u32)> = Vec::new();
-    // Hash of the normalised line → indices of distinct lines with that hash (collisions are
-    // resolved by comparing normalised forms, so distinct alarms never merge).
-    let mut seen: HashMap<u64, Vec<usize>> = HashMap::new();
+    // Normalised key → index of its first line. The key buffer is reused, so a repeat
+    // (the common case in a storm) costs one pass over the line and one hash, no allocation.
+    let mut seen: HashMap<Vec<u8>, usize> = HashMap::new();
+    let mut key = Vec::with_capacity(256);
     for line in lines {
         report.bytes_in += line.len() + 1;
         report.lines_in += 1;
         if line.trim().is_empty() {
             continue;
         }
-        let bucket = seen.entry(normalised_hash(line)).or_default();
-        match bucket
-            .iter()
-            .find(|&&i| normalised(distinct[i].0).eq(normalised(line)))
-        {
+        normalise_into(line, &mut key);
+        match seen.get(key.as_slice()) {
             Some(&i) => {
                 distinct[i].1 = distinct[i].1.saturating_add(1);
                 report.repeats_collapsed += 1;
             }
             None => {
-                bucket.push(distinct.len());
+                seen.insert(key.clone(), distinct.len());
                 distinct.push((line, 1));
             }
         }
@@ -335,6 +363,22 @@ mod tests {
             n /= 26;
         }
         s
+    }
+
+    #[test]
+    fn rendered_log_reads_back_into_the_same_lines() {
+        let log: String = (0..300)
+            .map(|i| format!("alarm {} on port {}\nevent {}\n", i % 3, i, word(i)))
+            .collect();
+        let b = bound_text(
+            &log,
+            BoundingLimits {
+                max_bytes: 1_500,
+                head_percent: 35,
+            },
+        );
+        assert!(b.omitted > 0);
+        assert_eq!(BoundedLog::parse_rendered(&b.render(), b.report), b);
     }
 
     #[test]

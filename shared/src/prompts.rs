@@ -14,6 +14,7 @@ use std::fmt::Write as _;
 
 use crate::job::SummaryKind;
 use crate::llm::{ChatMessage, ChatRequest, Role};
+use crate::snapshot::TicketSnapshot;
 
 /// One versioned prompt: fixed instructions and the output budget.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -82,6 +83,63 @@ pub struct TicketText {
     pub number: String,
     /// Header facts and the bounded log, as plain text.
     pub body: String,
+}
+
+/// A stored ticket as prompt text within `max_chars`: header facts, the latest journal
+/// notes and the bounded alarm log. When it does not fit, its head and tail are kept:
+/// the first lines say what failed, the last ones where things stand.
+pub fn ticket_text(snapshot: &TicketSnapshot, max_chars: usize) -> TicketText {
+    let t = &snapshot.ticket;
+    let mut body = String::new();
+    let _ = writeln!(body, "Number: {}", t.number);
+    let _ = writeln!(body, "Severity: {}", snapshot.routing);
+    let _ = writeln!(body, "State: {}", t.state.as_str());
+    for (label, value) in [
+        ("Service/CI", &t.cmdb_ci),
+        ("Category", &t.category),
+        ("Location", &t.location),
+        ("Region", &t.region),
+        ("Assignment group", &t.assignment_group),
+        ("Parent incident", &t.parent),
+    ] {
+        if let Some(v) = value {
+            let _ = writeln!(body, "{label}: {v}");
+        }
+    }
+    if let Some(n) = t.customers_affected {
+        let _ = writeln!(body, "Customers affected: {n}");
+    }
+    let _ = writeln!(body, "Short description: {}", t.short_description);
+    if !t.description.trim().is_empty() {
+        let _ = writeln!(body, "Description: {}", t.description.trim());
+    }
+    let mut journal = snapshot.journal().peekable();
+    if journal.peek().is_some() {
+        let _ = writeln!(body, "Work notes (oldest first):");
+        for entry in journal {
+            let _ = writeln!(body, "- {}", entry.text.trim());
+        }
+    }
+    let _ = writeln!(body, "Alarm log (repeats collapsed):");
+    body.push_str(&snapshot.alarm_log().render());
+    TicketText {
+        number: t.number.clone(),
+        body: head_and_tail(&body, max_chars),
+    }
+}
+
+/// `text` if it fits `max_chars`, else its first and last parts around a marker.
+fn head_and_tail(text: &str, max_chars: usize) -> String {
+    const MARKER: &str = "\n[...]\n";
+    let total = text.chars().count();
+    if total <= max_chars {
+        return text.to_owned();
+    }
+    let room = max_chars.saturating_sub(MARKER.len());
+    let head: String = text.chars().take(room * 3 / 5).collect();
+    let tail_len = room - room * 3 / 5;
+    let tail: String = text.chars().skip(total - tail_len).collect();
+    format!("{head}{MARKER}{tail}")
 }
 
 /// Builds the request for a technician or customer summary of one ticket or of a

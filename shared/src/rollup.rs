@@ -24,11 +24,11 @@ use crate::llm::LlmClient;
 use crate::prompts;
 use crate::retry::{RetryEnv, RetryGate, RetryPolicy, complete_with_retry};
 use crate::severity::Severity;
+use crate::snapshot::TicketSnapshot;
 use crate::store::{Store, StoreError};
 use crate::summarize::Deployment;
 use crate::summary::{EXTRACTIVE_MODEL, Summary};
 use crate::ticket_id::TicketId;
-use crate::ticket_view::TicketView;
 use crate::tokens::Tokens;
 
 /// Major outages listed per roll-up, most severe first.
@@ -62,7 +62,7 @@ impl RegionFacts {
     /// Counts `tickets` (with their latest technician summaries).
     pub fn gather(
         region: &str,
-        tickets: &[(TicketView, Option<Summary>)],
+        tickets: &[(TicketSnapshot, Option<Summary>)],
         previous: Option<&Summary>,
     ) -> RegionFacts {
         let mut facts = RegionFacts {
@@ -70,14 +70,17 @@ impl RegionFacts {
             previous_open: previous.and_then(|p| p.input.get("open")?.as_u64()),
             ..RegionFacts::default()
         };
-        for (ticket, summary) in tickets {
-            let state = ticket.state_label();
-            *facts.by_state.entry(state.clone()).or_default() += 1;
-            if matches!(state.as_str(), "resolved" | "closed" | "canceled") {
+        for (snapshot, summary) in tickets {
+            let ticket = &snapshot.ticket;
+            *facts
+                .by_state
+                .entry(ticket.state.as_str().to_owned())
+                .or_default() += 1;
+            if ticket.is_closed() {
                 continue;
             }
             facts.open += 1;
-            let severity = ticket.severity.unwrap_or(Severity::P3);
+            let severity = snapshot.routing;
             if let Some(slot) = facts.by_severity.get_mut(severity.index()) {
                 *slot += 1;
             }
@@ -186,11 +189,15 @@ impl RollupWorker<'_> {
             let Some((_, snapshot)) = self.store.ticket_snapshot(id).await? else {
                 continue;
             };
-            let Some(view) = TicketView::from_snapshot(&snapshot) else {
-                continue;
+            let snapshot = match serde_json::from_value::<TicketSnapshot>(snapshot) {
+                Ok(s) => s,
+                Err(error) => {
+                    tracing::error!(ticket = %id, %error, "unreadable snapshot left out of the roll-up");
+                    continue;
+                }
             };
             let summary = self.store.summary(id, SummaryKind::Technician).await?;
-            loaded.push((view, summary));
+            loaded.push((snapshot, summary));
         }
         let facts = RegionFacts::gather(region, &loaded, previous.as_ref());
         let template = prompts::current(SummaryKind::Rollup);
@@ -310,47 +317,22 @@ mod tests {
         }
     }
 
+    use crate::summarize::tests::{event, record};
+
     const T0: EpochMillis = EpochMillis(1_800_000_000_000);
 
-    fn ticket(n: u8, severity: &str, state: &str) -> (TicketId, IngestRecord) {
-        let id: TicketId = format!("{n:032x}").parse().unwrap();
-        let number = format!("INC00200{n:02}");
-        let summary = Summary {
-            ticket: id.clone(),
-            number: number.clone(),
-            version: 1,
-            kind: SummaryKind::Technician,
-            text: format!("Ticket {n} technician summary. Second sentence."),
-            tier: Tier::Extractive,
-            model: EXTRACTIVE_MODEL.into(),
-            degraded: false,
-            tokens_used: Tokens::ZERO,
-            created_at: T0,
-            prompt_version: None,
-            input: serde_json::Value::Null,
-        };
-        let record = IngestRecord {
-            ticket: id.clone(),
-            version: 1,
-            snapshot: serde_json::json!({
-                "number": number, "severity": severity, "state": state, "region": "north",
-                "short_description": format!("issue {n}"),
-            }),
-            instant_summary: summary,
-            jobs: vec![],
-            closed: state == "resolved",
-            region: Some("north".into()),
-        };
-        (id, record)
+    fn ticket(n: u8, priority: &str, state: &str) -> (TicketId, IngestRecord) {
+        let record = record(&event(n, 1, priority, state), &[]);
+        (record.ticket.clone(), record)
     }
 
     async fn rig(tpm: u64) -> (MemoryStore, Governor, Vec<TicketId>) {
         let store = MemoryStore::new();
         let tickets = [
-            ticket(1, "P1", "in_progress"),
-            ticket(2, "P2", "new"),
-            ticket(3, "P4", "in_progress"),
-            ticket(4, "P1", "resolved"),
+            ticket(1, "1", "2"),
+            ticket(2, "2", "1"),
+            ticket(3, "4", "2"),
+            ticket(4, "1", "6"),
         ];
         let records: Vec<IngestRecord> = tickets.iter().map(|(_, r)| r.clone()).collect();
         store.ingest(&records).await.unwrap();
@@ -427,13 +409,14 @@ mod tests {
         assert_eq!(stored.input["open"], 3);
         assert_eq!(
             stored.input["by_severity"],
-            serde_json::json!([1, 1, 0, 1, 0])
+            serde_json::json!([3, 0, 0, 0, 0]),
+            "the classifier routes every fibre cut up to P1"
         );
         let prompt = &client.1.lock().unwrap()[0].messages[1].content;
         assert!(prompt.contains("Open tickets: 3"));
-        assert!(prompt.contains("INC0020001 P1: Ticket 1 technician summary."));
+        assert!(prompt.contains("INC0010001 P1: INC0010001"), "{prompt}");
         assert!(
-            !prompt.contains("INC0020004"),
+            !prompt.contains("INC0010004"),
             "resolved tickets are not major outages"
         );
     }
@@ -458,10 +441,9 @@ mod tests {
                 .starts_with("north: 3 open tickets (first report).")
         );
         assert!(
-            outcome
-                .summary
-                .text
-                .contains("INC0020001 P1: Ticket 1 technician summary.")
+            outcome.summary.text.contains("INC0010001 P1:"),
+            "{}",
+            outcome.summary.text
         );
 
         // The next roll-up sees the trend against this one.

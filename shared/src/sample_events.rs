@@ -73,7 +73,7 @@ pub fn storm_event(rng: &mut SmallRng, n: u64, version: u64, log_bytes: usize) -
     let region = ["North", "South", "East", "West"][rng.random_range(0..4)];
     let state = ["1", "2", "2", "3"][rng.random_range(0..4)];
     let customers = rng.random_range(0..3000u32).to_string();
-    let parent = if n % 5 == 0 {
+    let parent = if n.is_multiple_of(5) {
         Value::Null
     } else {
         Value::String(format!("INC{:07}", n - n % 5))

@@ -1,29 +1,33 @@
 //! The stored view of one accepted ticket version: what summarizers and the roll-up read.
 //!
-//! The raw alarm log is replaced by its bounded form, and journal entries are capped, so a
-//! snapshot stays small however large the event was.
+//! The JSON is the parsed [`Ticket`] flattened at the top level (so lenient readers such as
+//! [`crate::ticket_view::TicketView`] see `number`, `state`, `log`, ...), plus the classifier's
+//! verdict. Its `log` holds the latest journal entries (capped) followed by one `alarm` entry:
+//! the alarm log after bounding, as rendered by [`BoundedLog::render`]. A snapshot therefore
+//! stays small however large the event was.
 
 use serde::{Deserialize, Serialize};
 
 use crate::classifier::Prediction;
 use crate::clock::EpochMillis;
-use crate::event::{LogSource, Ticket};
-use crate::log_bounding::BoundedLog;
+use crate::event::{LogEntry, LogSource, Ticket};
+use crate::log_bounding::{BoundedLog, BoundingReport};
 use crate::scrubber::ScrubContext;
 use crate::severity::Severity;
 
 /// Journal entries kept in a snapshot (the most recent ones).
 pub const KEPT_JOURNAL_ENTRIES: usize = 20;
-/// Bytes kept of each journal entry.
-pub const KEPT_JOURNAL_BYTES: usize = 1024;
+/// Bytes of journal text kept in a snapshot, newest entries first.
+pub const KEPT_JOURNAL_BYTES: usize = 4 * 1024;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TicketSnapshot {
-    /// The ticket, with `log` holding only the latest human journal entries (capped).
+    /// The ticket; `log` = recent journal entries, then the bounded alarm log as one entry.
+    #[serde(flatten)]
     pub ticket: Ticket,
-    /// The whole log (alarms and journal), bounded.
-    pub log: BoundedLog,
-    /// Everyone the full ticket named, kept for the scrubber after the log was trimmed.
+    /// What bounding did to the alarm log.
+    pub bounding: BoundingReport,
+    /// Everyone the full ticket named, kept for the scrubber after the journal was trimmed.
     pub people: Vec<String>,
     pub prediction: Prediction,
     /// The severity work is routed at: the more severe of ServiceNow's priority and the classifier's route-up.
@@ -33,35 +37,54 @@ pub struct TicketSnapshot {
 }
 
 impl TicketSnapshot {
+    /// `alarm_log` is the bounded form of the ticket's alarm entries.
     pub fn new(
         mut ticket: Ticket,
-        log: BoundedLog,
+        alarm_log: &BoundedLog,
         prediction: Prediction,
         routing: Severity,
         ingested_at: EpochMillis,
     ) -> TicketSnapshot {
         let people = ticket.people().into_iter().map(str::to_owned).collect();
         ticket.log.retain(|e| e.source != LogSource::Alarm);
-        let skip = ticket.log.len().saturating_sub(KEPT_JOURNAL_ENTRIES);
-        ticket.log.drain(..skip);
-        for entry in &mut ticket.log {
-            if entry.text.len() > KEPT_JOURNAL_BYTES {
-                let mut cut = KEPT_JOURNAL_BYTES;
-                while !entry.text.is_char_boundary(cut) {
-                    cut -= 1;
-                }
-                entry.text.truncate(cut);
-            }
+        keep_recent_journal(&mut ticket.log);
+        let rendered = alarm_log.render();
+        if !rendered.is_empty() {
+            ticket.log.push(LogEntry {
+                at: None,
+                author: None,
+                source: LogSource::Alarm,
+                text: rendered,
+            });
         }
         TicketSnapshot {
             customer_impacting: prediction.customer_impact.impacting,
             ticket,
-            log,
+            bounding: alarm_log.report,
             people,
             prediction,
             routing,
             ingested_at,
         }
+    }
+
+    /// The bounded alarm log, read back from its rendered entry.
+    pub fn alarm_log(&self) -> BoundedLog {
+        self.ticket
+            .log
+            .iter()
+            .rev()
+            .find(|e| e.source == LogSource::Alarm)
+            .map(|e| BoundedLog::parse_rendered(&e.text, self.bounding))
+            .unwrap_or_default()
+    }
+
+    /// Journal entries (work notes and comments), oldest first.
+    pub fn journal(&self) -> impl Iterator<Item = &LogEntry> {
+        self.ticket
+            .log
+            .iter()
+            .filter(|e| e.source != LogSource::Alarm)
     }
 
     /// What the customer text of this ticket must not reveal.
@@ -72,9 +95,27 @@ impl TicketSnapshot {
                 ctx.people.push(person.clone());
             }
         }
-        for line in self.log.lines() {
-            ctx.add_internal_text(&line.text);
-        }
         ctx
     }
+}
+
+/// Keeps the newest entries within [`KEPT_JOURNAL_ENTRIES`] and [`KEPT_JOURNAL_BYTES`].
+fn keep_recent_journal(log: &mut Vec<LogEntry>) {
+    let skip = log.len().saturating_sub(KEPT_JOURNAL_ENTRIES);
+    log.drain(..skip);
+    let mut budget = KEPT_JOURNAL_BYTES;
+    let mut keep_from = log.len();
+    while keep_from > 0 && budget > 0 {
+        let entry = &mut log[keep_from - 1];
+        if entry.text.len() > budget {
+            let mut cut = budget;
+            while !entry.text.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            entry.text.truncate(cut);
+        }
+        budget -= entry.text.len().min(budget);
+        keep_from -= 1;
+    }
+    log.drain(..keep_from);
 }

@@ -18,31 +18,22 @@ use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
 use crate::clock::{Clock, EpochMillis};
+use crate::dispatcher::AdmittedGroup;
+use crate::extractive;
 use crate::governor::Reservation;
 use crate::job::{JobId, SummaryKind, Tier};
 use crate::llm::{ChatRequest, LlmClient};
 use crate::prompts::{self, TicketText};
 use crate::retry::{CallRecord, GiveUp, RetryEnv, RetryGate, RetryPolicy, complete_with_retry};
+use crate::scrubber::{ScrubContext, scrub};
+use crate::snapshot::TicketSnapshot;
 use crate::store::{Lease, LeasedGroup, Store, StoreError};
 use crate::summary::{EXTRACTIVE_MODEL, PutOutcome, Summary};
 use crate::ticket_id::TicketId;
-use crate::ticket_view::TicketView;
 use crate::tokens::Tokens;
 
 /// Technician summaries are five sentences at most.
 pub const TECHNICIAN_SENTENCES: usize = 5;
-
-/// The zero-token side of summarization: extractive text for any kind, and the
-/// scrubber every customer-facing text passes through (LLM output included).
-pub trait ZeroTokenPath: Send + Sync + std::fmt::Debug {
-    /// A summary of `kind` built from the ticket alone, spending no tokens.
-    fn extractive(&self, ticket: &TicketView, kind: SummaryKind) -> String;
-    /// One line with what is specific to this ticket (its CI, state, latest update).
-    fn ticket_line(&self, ticket: &TicketView) -> String;
-    /// Removes whatever must not reach customers: hosts, IPs, e-mail addresses, phone
-    /// numbers and the people named in `tickets`.
-    fn scrub_customer(&self, text: &str, tickets: &[&TicketView]) -> String;
-}
 
 /// The deployment a tier worker serves.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -82,7 +73,6 @@ pub struct TierWorker<'a> {
     pub client: &'a dyn LlmClient,
     pub gate: &'a dyn RetryGate,
     pub clock: &'a dyn Clock,
-    pub zero_token: &'a dyn ZeroTokenPath,
     pub deployment: Deployment,
     pub settings: SummarizeSettings,
     /// Seeds each call's jitter; seeded by the caller so the lab is reproducible.
@@ -132,6 +122,9 @@ pub struct SummarizeOutcome {
     pub lost_leases: usize,
     /// Jobs whose ticket version was already superseded: acknowledged without a call.
     pub superseded: usize,
+    /// Jobs whose snapshot is missing or unreadable: acknowledged (their instant
+    /// summary stands) and logged, rather than retried for ever.
+    pub unreadable: usize,
     pub work_notes: Vec<WorkNote>,
     pub notices: Vec<CustomerNotice>,
 }
@@ -139,7 +132,7 @@ pub struct SummarizeOutcome {
 /// One job of the group with the ticket it summarizes.
 struct Item<'g> {
     lease: &'g Lease,
-    ticket: TicketView,
+    snapshot: TicketSnapshot,
 }
 
 impl TierWorker<'_> {
@@ -154,50 +147,73 @@ impl TierWorker<'_> {
         group: &LeasedGroup,
         reservation: Option<Reservation>,
     ) -> Result<SummarizeOutcome, StoreError> {
+        self.summarize_capped(group, reservation, None).await
+    }
+
+    /// Summarizes a group as dispatch handed it off: its reservation is spent by the
+    /// call, and the call's `max_tokens` never exceeds the output that was charged.
+    pub async fn summarize_admitted(
+        &self,
+        group: &AdmittedGroup,
+    ) -> Result<SummarizeOutcome, StoreError> {
+        self.summarize_capped(
+            &group.leases,
+            Some(group.reservation.clone()),
+            Some(group.max_output_tokens),
+        )
+        .await
+    }
+
+    async fn summarize_capped(
+        &self,
+        group: &LeasedGroup,
+        reservation: Option<Reservation>,
+        max_output: Option<Tokens>,
+    ) -> Result<SummarizeOutcome, StoreError> {
         let mut outcome = SummarizeOutcome::default();
         let mut by_kind: BTreeMap<SummaryKind, Vec<Item<'_>>> = BTreeMap::new();
         for lease in group {
             match self.load(lease).await? {
-                Some(ticket) => by_kind
-                    .entry(lease.job.id.kind)
-                    .or_default()
-                    .push(Item { lease, ticket }),
-                None => {
+                Loaded::Current(snapshot) => {
+                    by_kind.entry(lease.job.id.kind).or_default().push(Item {
+                        lease,
+                        snapshot: *snapshot,
+                    })
+                }
+                Loaded::Superseded => {
                     outcome.superseded += 1;
+                    self.ack(lease, &mut outcome).await?;
+                }
+                Loaded::Unreadable => {
+                    outcome.unreadable += 1;
                     self.ack(lease, &mut outcome).await?;
                 }
             }
         }
         let mut reservation = reservation;
         for (kind, items) in by_kind {
-            self.summarize_kind(kind, &items, reservation.take(), &mut outcome)
+            self.summarize_kind(kind, &items, reservation.take(), max_output, &mut outcome)
                 .await?;
         }
         Ok(outcome)
     }
 
-    /// The ticket a job summarizes, or `None` when a newer version has replaced it
-    /// (or the snapshot is gone): that job's summary would be superseded on arrival.
-    async fn load(&self, lease: &Lease) -> Result<Option<TicketView>, StoreError> {
+    /// The ticket version a job summarizes.
+    async fn load(&self, lease: &Lease) -> Result<Loaded, StoreError> {
         let Some((version, snapshot)) = self.store.ticket_snapshot(&lease.job.id.ticket).await?
         else {
-            tracing::warn!(job = %lease.job.id, "no ticket snapshot for a leased job");
-            return Ok(None);
+            tracing::error!(job = %lease.job.id, "no ticket snapshot for a leased job");
+            return Ok(Loaded::Unreadable);
         };
         if version > lease.job.id.version {
-            return Ok(None);
+            return Ok(Loaded::Superseded);
         }
-        match TicketView::from_snapshot(&snapshot) {
-            Some(mut ticket) => {
-                if ticket.number.is_empty() {
-                    ticket.number.clone_from(&lease.job.number);
-                }
-                Ok(Some(ticket))
+        match serde_json::from_value::<TicketSnapshot>(snapshot) {
+            Ok(snapshot) => Ok(Loaded::Current(Box::new(snapshot))),
+            Err(error) => {
+                tracing::error!(job = %lease.job.id, %error, "unreadable ticket snapshot");
+                Ok(Loaded::Unreadable)
             }
-            None => Err(StoreError::Corrupt(format!(
-                "snapshot of {} is not an object",
-                lease.job.id.ticket
-            ))),
         }
     }
 
@@ -206,9 +222,17 @@ impl TierWorker<'_> {
         kind: SummaryKind,
         items: &[Item<'_>],
         reservation: Option<Reservation>,
+        max_output: Option<Tokens>,
         outcome: &mut SummarizeOutcome,
     ) -> Result<(), StoreError> {
         let template = prompts::current(kind);
+        let cap = |mut request: ChatRequest| {
+            if let Some(limit) = max_output {
+                let limit = u32::try_from(limit.get()).unwrap_or(u32::MAX).max(1);
+                request.max_tokens = request.max_tokens.min(limit);
+            }
+            request
+        };
         // What a call costs at admission: every ticket's prompt plus max_tokens.
         let cost = items
             .iter()
@@ -216,8 +240,8 @@ impl TierWorker<'_> {
             .sum::<Tokens>()
             + Tokens(u64::from(template.max_tokens));
         let per_ticket = self.settings.prompt_chars / items.len().max(1);
-        let request = self.request(kind, items, per_ticket);
-        let shorten = |_: &ChatRequest| Some(self.request(kind, items, per_ticket / 2));
+        let request = cap(self.request(kind, items, per_ticket));
+        let shorten = |_: &ChatRequest| Some(cap(self.request(kind, items, per_ticket / 2)));
         let seed = self
             .rng
             .lock()
@@ -238,11 +262,11 @@ impl TierWorker<'_> {
         if let Ok(completion) = &result {
             outcome.tokens_used += completion.usage.total();
         }
-        let tickets: Vec<&TicketView> = items.iter().map(|i| &i.ticket).collect();
+        let scrub_context = group_scrub_context(items);
         for item in items {
             let (summary, source) = match &result {
                 Ok(completion) => {
-                    let text = self.fan_out(kind, &completion.text, item, &tickets);
+                    let text = fan_out(kind, &completion.text, item, items.len(), &scrub_context);
                     let share = Tokens(completion.usage.total().get() / items.len() as u64);
                     let summary = self.summary(item, kind, text, &completion.model, false, share);
                     let summary = Summary {
@@ -252,7 +276,7 @@ impl TierWorker<'_> {
                     (summary, SummarySource::Llm)
                 }
                 Err(reason) => {
-                    let text = self.fallback_text(kind, item, &tickets);
+                    let text = fallback_text(kind, item, &scrub_context);
                     let summary =
                         self.summary(item, kind, text, EXTRACTIVE_MODEL, true, Tokens::ZERO);
                     let summary = Summary {
@@ -275,10 +299,7 @@ impl TierWorker<'_> {
     fn request(&self, kind: SummaryKind, items: &[Item<'_>], per_ticket: usize) -> ChatRequest {
         let texts: Vec<TicketText> = items
             .iter()
-            .map(|i| TicketText {
-                number: i.ticket.number.clone(),
-                body: i.ticket.prompt_body(per_ticket),
-            })
+            .map(|i| prompts::ticket_text(&i.snapshot, per_ticket))
             .collect();
         prompts::ticket_request(prompts::current(kind), &self.deployment.name, &texts)
     }
@@ -297,35 +318,6 @@ impl TierWorker<'_> {
             .unwrap_or_else(|| self.clock.now())
     }
 
-    /// The group answer as this ticket's summary.
-    fn fan_out(
-        &self,
-        kind: SummaryKind,
-        answer: &str,
-        item: &Item<'_>,
-        tickets: &[&TicketView],
-    ) -> String {
-        match kind {
-            SummaryKind::Technician if tickets.len() > 1 => {
-                let group = prompts::at_most_sentences(answer, TECHNICIAN_SENTENCES - 1);
-                let own = self.zero_token.ticket_line(&item.ticket);
-                format!("{group} This ticket ({}): {own}", item.ticket.number)
-            }
-            SummaryKind::Technician | SummaryKind::Rollup => {
-                prompts::at_most_sentences(answer, TECHNICIAN_SENTENCES)
-            }
-            SummaryKind::Customer => self.zero_token.scrub_customer(answer.trim(), tickets),
-        }
-    }
-
-    fn fallback_text(&self, kind: SummaryKind, item: &Item<'_>, tickets: &[&TicketView]) -> String {
-        let text = self.zero_token.extractive(&item.ticket, kind);
-        match kind {
-            SummaryKind::Customer => self.zero_token.scrub_customer(&text, tickets),
-            SummaryKind::Technician | SummaryKind::Rollup => text,
-        }
-    }
-
     fn summary(
         &self,
         item: &Item<'_>,
@@ -338,7 +330,7 @@ impl TierWorker<'_> {
         let id: &JobId = &item.lease.job.id;
         Summary {
             ticket: id.ticket.clone(),
-            number: item.ticket.number.clone(),
+            number: item.snapshot.ticket.number.clone(),
             version: id.version,
             kind,
             text,
@@ -371,7 +363,7 @@ impl TierWorker<'_> {
                     ticket: summary.ticket.clone(),
                     number: summary.number.clone(),
                     version: summary.version,
-                    region: item.ticket.region.clone(),
+                    region: item.snapshot.ticket.region.clone(),
                     text: summary.text.clone(),
                     degraded: summary.degraded,
                 }),
@@ -394,27 +386,92 @@ impl TierWorker<'_> {
     }
 }
 
+enum Loaded {
+    Current(Box<TicketSnapshot>),
+    Superseded,
+    Unreadable,
+}
+
+/// The group answer as this ticket's summary.
+fn fan_out(
+    kind: SummaryKind,
+    answer: &str,
+    item: &Item<'_>,
+    group_size: usize,
+    scrub_context: &ScrubContext,
+) -> String {
+    match kind {
+        SummaryKind::Technician if group_size > 1 => {
+            let group = prompts::at_most_sentences(answer, TECHNICIAN_SENTENCES - 1);
+            let own = prompts::at_most_sentences(&extractive::technician(&item.snapshot), 1);
+            format!("{group} This ticket: {own}")
+        }
+        SummaryKind::Technician | SummaryKind::Rollup => {
+            prompts::at_most_sentences(answer, TECHNICIAN_SENTENCES)
+        }
+        SummaryKind::Customer => scrub(answer.trim(), scrub_context).text,
+    }
+}
+
+/// The zero-token summary of this ticket; customer text is scrubbed against the whole
+/// group as well as its own ticket.
+fn fallback_text(kind: SummaryKind, item: &Item<'_>, scrub_context: &ScrubContext) -> String {
+    match kind {
+        SummaryKind::Technician | SummaryKind::Rollup => extractive::technician(&item.snapshot),
+        SummaryKind::Customer => {
+            let own = extractive::customer(&item.snapshot);
+            scrub(&own.text, scrub_context).text
+        }
+    }
+}
+
+/// Everything any ticket of the group names: a coalesced customer notice is checked
+/// against all of them, since the model saw all of them.
+fn group_scrub_context(items: &[Item<'_>]) -> ScrubContext {
+    let mut context = ScrubContext::default();
+    for item in items {
+        let s = &item.snapshot;
+        let own = s.scrub_context();
+        context.people.extend(own.people);
+        context.internal_terms.extend(own.internal_terms);
+        context.internal_terms.push(s.ticket.number.clone());
+        let t = &s.ticket;
+        for text in [&t.short_description, &t.description] {
+            context.add_internal_text(text);
+        }
+        for entry in &t.log {
+            context.add_internal_text(&entry.text);
+        }
+    }
+    context.people.sort();
+    context.people.dedup();
+    context.internal_terms.sort();
+    context.internal_terms.dedup();
+    context
+}
+
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::collections::VecDeque;
     use std::sync::Arc;
 
     use async_trait::async_trait;
 
     use super::*;
+    use crate::classifier::Classifier;
     use crate::clock::ManualClock;
+    use crate::event::{CdcHeaders, ParseLimits, parse_event};
     use crate::governor::{DeploymentBudget, Governor, GovernorPolicy, MemoryLedger};
-    use crate::job::Job;
+    use crate::ingest::{IngestContext, IngestPolicy, prepare};
     use crate::llm::{Completion, LlmError, RateLimitView, Usage};
-    use crate::severity::Severity;
+    use crate::scrubber::find_leaks;
     use crate::store::memory::MemoryStore;
     use crate::store::{AgingPolicy, IngestRecord};
-    use crate::zero_token::BasicZeroTokenPath;
 
     #[derive(Debug)]
-    struct ScriptedClient {
+    pub(crate) struct ScriptedClient {
         script: Mutex<VecDeque<Result<Completion, LlmError>>>,
-        seen: Mutex<Vec<ChatRequest>>,
+        pub(crate) seen: Mutex<Vec<ChatRequest>>,
     }
 
     #[async_trait]
@@ -429,14 +486,14 @@ mod tests {
         }
     }
 
-    fn client(script: Vec<Result<Completion, LlmError>>) -> ScriptedClient {
+    pub(crate) fn client(script: Vec<Result<Completion, LlmError>>) -> ScriptedClient {
         ScriptedClient {
             script: Mutex::new(script.into()),
             seen: Mutex::default(),
         }
     }
 
-    fn answer(text: &str) -> Result<Completion, LlmError> {
+    pub(crate) fn answer(text: &str) -> Result<Completion, LlmError> {
         Ok(Completion {
             text: text.into(),
             model: "gpt-4o-2024-08-06".into(),
@@ -449,71 +506,69 @@ mod tests {
         })
     }
 
-    const T0: EpochMillis = EpochMillis(1_800_000_000_000);
+    pub(crate) const T0: EpochMillis = EpochMillis(1_800_000_000_000);
 
-    fn ticket_id(n: u8) -> TicketId {
+    pub(crate) fn ticket_id(n: u8) -> TicketId {
         format!("{n:032x}").parse().unwrap()
     }
 
-    fn record(n: u8, version: u64, kinds: &[SummaryKind]) -> IngestRecord {
-        let id = ticket_id(n);
-        let number = format!("INC00100{n:02}");
-        let snapshot = serde_json::json!({
-            "id": id.as_str(), "number": number, "version": version, "severity": "P1",
-            "state": "in_progress", "cmdb_ci": format!("ams-agg-0{n}"), "region": "north",
+    /// A ServiceNow incident event as Stream Connect publishes it.
+    pub(crate) fn event(n: u8, version: u64, priority: &str, state: &str) -> serde_json::Value {
+        serde_json::json!({
+            "sys_id": format!("{n:032x}"),
+            "number": format!("INC00100{n:02}"),
+            "sys_mod_count": version.to_string(),
+            "state": state,
+            "priority": priority,
+            "category": "network",
+            "subcategory": "fibre",
+            "cmdb_ci": format!("ams-agg-0{n}"),
+            "location": "Amsterdam DC2",
+            "u_region": "north",
+            "assignment_group": "NOC Tier 2",
             "assigned_to": "Jane Roe",
+            "caller_id": "Pat Smith",
+            "parent_incident": "INC0009999",
+            "opened_at": "2027-01-15 08:00:00",
+            "sys_updated_on": "2027-01-15 08:30:00",
             "short_description": format!("Site {n} down after fibre cut"),
-            "log": [{"author": "Wei Chen", "source": "work_note",
-                     "text": format!("BGP session to 10.0.0.{n} down\nsplice crew dispatched to site {n}")}]
-        });
-        let jobs = kinds
-            .iter()
-            .map(|&kind| Job {
-                id: JobId {
-                    ticket: id.clone(),
-                    version,
-                    kind,
-                },
-                number: number.clone(),
-                severity: Severity::P1,
-                tier: Tier::Premium,
-                prompt_tokens: Tokens(400),
-                max_output_tokens: Tokens(300),
-                enqueued_at: T0,
-                deadline: T0.plus(Duration::from_secs(300)),
-                coalesce_key: Some("north:fibre".into()),
-                region: Some("north".into()),
-            })
-            .collect();
-        IngestRecord {
-            ticket: id.clone(),
-            version,
-            snapshot,
-            instant_summary: Summary {
-                ticket: id,
-                number,
-                version,
-                kind: SummaryKind::Technician,
-                text: "instant extractive".into(),
-                tier: Tier::Extractive,
-                model: EXTRACTIVE_MODEL.into(),
-                degraded: false,
-                tokens_used: Tokens::ZERO,
-                created_at: T0,
-                prompt_version: None,
-                input: serde_json::Value::Null,
-            },
-            jobs,
-            closed: false,
-            region: Some("north".into()),
+            "description": "Aggregation router lost both uplinks.",
+            "work_notes": format!("2027-01-15 08:20:00 - Wei Chen (Work notes)\nSplice crew dispatched to site {n}; BGP to 10.0.0.{n} down.\n\n"),
+            "u_alarm_log": format!("LINK DOWN ams-agg-0{n} xe-0/0/1\nLINK DOWN ams-agg-0{n} xe-0/0/1\nBGP peer 10.0.0.{n} down"),
+            "u_customers_affected": "1200"
+        })
+    }
+
+    /// The record `classify` would store for `event`, keeping only jobs of `kinds`.
+    pub(crate) fn record(event: &serde_json::Value, kinds: &[SummaryKind]) -> IngestRecord {
+        let ticket = parse_event(
+            event.to_string().as_bytes(),
+            &CdcHeaders::default(),
+            ParseLimits::default(),
+        )
+        .unwrap();
+        let store = MemoryStore::new();
+        let clock = ManualClock::starting_at(T0);
+        let classifier = Classifier::embedded().unwrap();
+        let policy = IngestPolicy::default();
+        let ctx = IngestContext {
+            store: &store,
+            clock: &clock,
+            classifier: &classifier,
+            policy: &policy,
+        };
+        let mut record = prepare(ticket, &ctx, T0).unwrap();
+        record.jobs.retain(|j| kinds.contains(&j.id.kind));
+        for job in &mut record.jobs {
+            job.tier = Tier::Premium;
         }
+        record
     }
 
     struct Rig {
         store: MemoryStore,
         governor: Governor,
         clock: ManualClock,
-        zero: BasicZeroTokenPath,
     }
 
     impl Rig {
@@ -532,7 +587,6 @@ mod tests {
                     }],
                 ),
                 clock: ManualClock::starting_at(T0),
-                zero: BasicZeroTokenPath,
             }
         }
 
@@ -542,7 +596,6 @@ mod tests {
                 client,
                 gate: &self.governor,
                 clock: &self.clock,
-                zero_token: &self.zero,
                 deployment: Deployment {
                     tier: Tier::Premium,
                     name: "premium".into(),
@@ -572,8 +625,8 @@ mod tests {
     #[tokio::test]
     async fn a_coalesced_group_costs_one_call_and_each_ticket_keeps_its_specifics() {
         let rig = Rig::new(vec![
-            record(1, 3, &[SummaryKind::Technician]),
-            record(2, 5, &[SummaryKind::Technician]),
+            record(&event(1, 3, "1", "2"), &[SummaryKind::Technician]),
+            record(&event(2, 5, "1", "2"), &[SummaryKind::Technician]),
         ])
         .await;
         let group = rig.lease().await;
@@ -588,6 +641,8 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(llm.seen.lock().unwrap().len(), 1);
+        let prompt = llm.seen.lock().unwrap()[0].messages[1].content.clone();
+        assert!(prompt.contains("INC0010001") && prompt.contains("INC0010002"));
         assert_eq!(outcome.acked, 2);
         assert_eq!(outcome.tokens_used, Tokens(1_000));
         for n in [1u8, 2] {
@@ -610,11 +665,10 @@ mod tests {
             assert!(
                 stored
                     .text
-                    .contains(&format!("This ticket (INC00100{n:02})")),
+                    .contains(&format!("This ticket: INC00100{n:02}")),
                 "{}",
                 stored.text
             );
-            assert!(stored.text.contains(&format!("ams-agg-0{n}")));
             assert!(!stored.text.contains("Extra sentence"));
         }
         assert_eq!(outcome.work_notes.len(), 2);
@@ -623,8 +677,13 @@ mod tests {
 
     #[tokio::test]
     async fn when_every_attempt_fails_the_extractive_summary_stands_degraded() {
-        let rig = Rig::new(vec![record(3, 1, &[SummaryKind::Customer])]).await;
+        let rig = Rig::new(vec![record(
+            &event(3, 1, "1", "2"),
+            &[SummaryKind::Customer],
+        )])
+        .await;
         let group = rig.lease().await;
+        assert_eq!(group.len(), 1, "the P1 ticket is customer-impacting");
         let llm = client(vec![]); // every call times out
         let outcome = rig
             .worker(&llm)
@@ -654,7 +713,11 @@ mod tests {
 
     #[tokio::test]
     async fn a_content_filter_verdict_falls_back_after_one_call() {
-        let rig = Rig::new(vec![record(4, 1, &[SummaryKind::Technician])]).await;
+        let rig = Rig::new(vec![record(
+            &event(4, 1, "1", "2"),
+            &[SummaryKind::Technician],
+        )])
+        .await;
         let group = rig.lease().await;
         let llm = client(vec![Err(LlmError::ContentFiltered {
             message: "violence".into(),
@@ -674,14 +737,17 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(stored.tier, Tier::Extractive);
+        assert!(stored.text.contains("INC0010004"));
     }
 
     #[tokio::test]
     async fn customer_notices_from_the_llm_are_scrubbed() {
-        let rig = Rig::new(vec![record(5, 1, &[SummaryKind::Customer])]).await;
+        let ev = event(5, 1, "1", "2");
+        let rig = Rig::new(vec![record(&ev, &[SummaryKind::Customer])]).await;
         let group = rig.lease().await;
         let llm = client(vec![answer(
-            "Jane Roe reports that ams-agg-05 (10.0.0.5) lost power; call 020 555 0100.",
+            "Jane Roe reports that ams-agg-05 (10.0.0.5) lost power; call +31 20 555 0100 or \
+             noc@ops.example.net. Splice crew dispatched to site 5; BGP to 10.0.0.5 down.",
         )]);
         let outcome = rig
             .worker(&llm)
@@ -689,21 +755,36 @@ mod tests {
             .await
             .unwrap();
         let notice = &outcome.notices[0];
-        for leak in ["Jane", "Roe", "ams-agg-05", "10.0.0.5", "555"] {
+        for leak in ["Jane", "Roe", "ams-agg-05", "10.0.0.5", "555", "noc@"] {
             assert!(
                 !notice.text.contains(leak),
                 "{leak} leaked: {}",
                 notice.text
             );
         }
+        let ticket = parse_event(
+            ev.to_string().as_bytes(),
+            &CdcHeaders::default(),
+            ParseLimits::default(),
+        )
+        .unwrap();
+        let ctx = crate::scrubber::ScrubContext::from_ticket(&ticket);
+        assert_eq!(find_leaks(&notice.text, &ctx), vec![]);
         assert_eq!(notice.region.as_deref(), Some("north"));
     }
 
     #[tokio::test]
     async fn a_superseded_version_is_acknowledged_without_a_call() {
-        let rig = Rig::new(vec![record(6, 1, &[SummaryKind::Technician])]).await;
+        let rig = Rig::new(vec![record(
+            &event(6, 1, "1", "2"),
+            &[SummaryKind::Technician],
+        )])
+        .await;
         let group = rig.lease().await;
-        rig.store.ingest(&[record(6, 2, &[])]).await.unwrap();
+        rig.store
+            .ingest(&[record(&event(6, 2, "1", "2"), &[])])
+            .await
+            .unwrap();
         let llm = client(vec![]);
         let outcome = rig
             .worker(&llm)
@@ -717,8 +798,7 @@ mod tests {
     #[tokio::test]
     async fn a_group_of_two_kinds_makes_one_call_per_kind_within_the_bound() {
         let rig = Rig::new(vec![record(
-            7,
-            1,
+            &event(7, 1, "1", "2"),
             &[SummaryKind::Technician, SummaryKind::Customer],
         )])
         .await;
@@ -736,5 +816,38 @@ mod tests {
         assert_eq!(llm.seen.lock().unwrap().len(), 2);
         assert_eq!(outcome.summaries.len(), 2);
         assert!(outcome.summaries.values().all(|s| *s == SummarySource::Llm));
+    }
+
+    #[tokio::test]
+    async fn a_handed_off_group_keeps_to_the_output_dispatch_charged() {
+        let rig = Rig::new(vec![record(
+            &event(8, 1, "1", "2"),
+            &[SummaryKind::Technician],
+        )])
+        .await;
+        let leases = rig.lease().await;
+        let crate::retry::Readmission::Admitted(reservation) = crate::retry::RetryGate::readmit(
+            &rig.governor,
+            "premium",
+            Tokens(700),
+            rig.clock.now(),
+        )
+        .await
+        else {
+            panic!("an idle deployment admits");
+        };
+        let group = AdmittedGroup {
+            tier: Tier::Premium,
+            kind: SummaryKind::Technician,
+            leases,
+            reservation,
+            max_output_tokens: Tokens(120),
+        };
+        let llm = client(vec![answer("Fibre cut at site 8.")]);
+        let outcome = rig.worker(&llm).summarize_admitted(&group).await.unwrap();
+        assert_eq!(outcome.acked, 1);
+        let seen = llm.seen.lock().unwrap();
+        assert_eq!(seen.len(), 1);
+        assert_eq!(seen[0].max_tokens, 120);
     }
 }

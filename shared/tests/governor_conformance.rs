@@ -3,8 +3,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
-mod support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,8 +12,17 @@ use stormgate_shared::governor::{
     Reconciliation, RedisLedger, Reservation, Throttle, ThrottleKind, WindowLimits,
 };
 use stormgate_shared::job::Tier;
+use stormgate_shared::testing::redis_server::RedisServer;
 use stormgate_shared::tokens::Tokens;
-use support::redis_server::RedisServer;
+
+fn start_redis() -> RedisServer {
+    RedisServer::start().unwrap_or_else(|e| panic!("{e}"))
+}
+
+async fn connection(server: &RedisServer) -> ::redis::aio::ConnectionManager {
+    let client = ::redis::Client::open(server.url()).unwrap();
+    ::redis::aio::ConnectionManager::new(client).await.unwrap()
+}
 
 const T0: EpochMillis = EpochMillis(1_800_000_000_000);
 const LIMITS: WindowLimits = WindowLimits {
@@ -310,8 +317,8 @@ macro_rules! conformance {
             $(
                 #[tokio::test]
                 async fn $name() {
-                    let server = super::RedisServer::start();
-                    let ledger = super::RedisLedger::new(server.connection().await, "test:gov");
+                    let server = super::start_redis();
+                    let ledger = super::RedisLedger::new(super::connection(&server).await, "test:gov");
                     super::$name(std::sync::Arc::new(ledger)).await;
                 }
             )*

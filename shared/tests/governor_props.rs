@@ -10,8 +10,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
-mod support;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -24,8 +22,17 @@ use stormgate_shared::governor::{
     MemoryLedger, RedisLedger, Reservation, ShortWindow, Throttle,
 };
 use stormgate_shared::job::Tier;
+use stormgate_shared::testing::redis_server::RedisServer;
 use stormgate_shared::tokens::Tokens;
-use support::redis_server::RedisServer;
+
+fn start_redis() -> RedisServer {
+    RedisServer::start().unwrap_or_else(|e| panic!("{e}"))
+}
+
+async fn connection(server: &RedisServer) -> redis::aio::ConnectionManager {
+    let client = redis::Client::open(server.url()).unwrap();
+    redis::aio::ConnectionManager::new(client).await.unwrap()
+}
 
 const T0: u64 = 1_800_000_000_000;
 
@@ -250,10 +257,10 @@ proptest! {
 
 #[test]
 fn redis_governor_never_exceeds_any_window() {
-    let server = RedisServer::start();
+    let server = start_redis();
     let rt = runtime();
     let ledger: Arc<dyn Ledger> = Arc::new(RedisLedger::new(
-        rt.block_on(server.connection()),
+        rt.block_on(connection(&server)),
         "prop:gov",
     ));
     let case = AtomicU64::new(0);

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
 use stormgate_shared::clock::EpochMillis;
-use stormgate_shared::job::Tier;
+use stormgate_shared::job::{SummaryKind, Tier};
 use stormgate_shared::severity::Severity::{P1, P2};
 use stormgate_shared::store::redis::RedisStore;
 use stormgate_shared::store::{AgingPolicy, IngestOutcome, Store, StoreError};
@@ -164,4 +164,82 @@ async fn scripts_are_loaded_again_when_the_server_forgot_them() {
         .await
         .unwrap();
     assert_eq!(group[0].job.id.ticket, ticket(1));
+}
+
+#[tokio::test]
+async fn a_foreign_value_at_a_store_key_is_reported_corrupt_not_unavailable() {
+    let server = start();
+    let store = server.store("foreign").unwrap();
+    let mut admin = raw_connection(&server).await;
+    let ticket_key = format!("{{foreign}}:ticket:{}", ticket(1));
+    let summary_key = format!("{{foreign}}:summary:{}", ticket(2));
+    redis::cmd("SET")
+        .arg(&ticket_key)
+        .arg("not a hash")
+        .query_async::<()>(&mut admin)
+        .await
+        .unwrap();
+    redis::cmd("SET")
+        .arg(&summary_key)
+        .arg("not a hash")
+        .query_async::<()>(&mut admin)
+        .await
+        .unwrap();
+
+    let ingested = store.ingest(&[record(1, 1, vec![])]).await;
+    assert!(
+        matches!(ingested, Err(StoreError::Corrupt(_))),
+        "{ingested:?}"
+    );
+    let summary =
+        stormgate_shared::testing::fixtures::summary(2, 1, SummaryKind::Technician, Tier::Premium);
+    let put = store.put_summary(&summary).await;
+    assert!(matches!(put, Err(StoreError::Corrupt(_))), "{put:?}");
+    let read = store.summary(&ticket(2), SummaryKind::Technician).await;
+    assert!(matches!(read, Err(StoreError::Corrupt(_))), "{read:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_workers_on_separate_connections_never_share_a_job() {
+    let server = start();
+    let producer = server.store("fleet").unwrap();
+    let jobs: Vec<_> = (1..=600).map(|n| technician_job(n, P2, n)).collect();
+    for chunk in jobs.chunks(100) {
+        producer.enqueue(chunk).await.unwrap();
+    }
+
+    let mut workers = Vec::new();
+    for _ in 0..6 {
+        let store = server.store("fleet").unwrap();
+        workers.push(tokio::spawn(async move {
+            let mut acked = Vec::new();
+            loop {
+                let group = store
+                    .lease(
+                        Tier::Premium,
+                        EpochMillis(10_000),
+                        Duration::from_secs(30),
+                        3,
+                        AGING,
+                    )
+                    .await
+                    .unwrap();
+                if group.is_empty() {
+                    return acked;
+                }
+                for lease in group {
+                    assert!(store.ack(&lease).await.unwrap(), "a fresh lease must ack");
+                    acked.push(lease.job.id.to_string());
+                }
+            }
+        }));
+    }
+    let mut all = Vec::new();
+    for worker in workers {
+        all.extend(worker.await.unwrap());
+    }
+
+    let distinct: std::collections::BTreeSet<_> = all.iter().cloned().collect();
+    assert_eq!(all.len(), 600, "every job acked once");
+    assert_eq!(distinct.len(), 600, "no job served twice");
 }

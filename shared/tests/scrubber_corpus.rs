@@ -1,6 +1,8 @@
 //! Leak corpus: for every ticket in `fixtures/leak_corpus/`, neither the extractive customer
 //! notification nor a leaky LLM draft (after scrubbing) contains any planted internal detail.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
 use std::path::PathBuf;
 
 use stormgate_shared::classifier::Classifier;
@@ -44,12 +46,12 @@ fn snapshot(ticket: &serde_json::Value) -> TicketSnapshot {
         ParseLimits::default(),
     )
     .unwrap();
-    let log = bound_lines(t.log_lines(), BoundingLimits::default());
+    let log = bound_lines(t.alarm_lines(), BoundingLimits::default());
     let prediction = Classifier::embedded()
         .unwrap()
         .predict(&FeatureInput::from_ticket(&t, &log));
     let routing = prediction.routing.min(t.severity);
-    TicketSnapshot::new(t, log, prediction, routing, EpochMillis(0))
+    TicketSnapshot::new(t, &log, prediction, routing, EpochMillis(0))
 }
 
 fn assert_clean(name: &str, what: &str, text: &str, case: &Case, snap: &TicketSnapshot) {

@@ -16,9 +16,13 @@ use serde_json::json;
 use stormgate_shared::clock::EpochMillis;
 use stormgate_shared::job::{Job, SummaryKind, Tier};
 use stormgate_shared::severity::Severity::{self, P1, P2, P3, P4, P5};
-use stormgate_shared::store::{AgingPolicy, DeadLetter, IngestOutcome, Lease, QueueStats, Store};
+use stormgate_shared::store::{
+    AgingPolicy, DeadLetter, IngestOutcome, IngestRecord, Lease, QueueStats, REGION_INDEX_CAP,
+    Store,
+};
 use stormgate_shared::summary::PutOutcome;
 use stormgate_shared::testing::fixtures::{job, record, summary, technician_job, ticket};
+use stormgate_shared::ticket_id::TicketId;
 
 const PROMOTE_EVERY: Duration = Duration::from_secs(60);
 const LEASE_FOR: Duration = Duration::from_secs(30);
@@ -402,7 +406,7 @@ async fn lease_takes_jobs_sharing_the_coalescing_key_up_to_the_cap(store: &dyn S
         vec![other_key.id]
     );
     let last = store
-        .lease(Tier::Premium, NOW, LEASE_FOR, 3, aging())
+        .lease(Tier::Premium, NOW, LEASE_FOR, usize::MAX, aging())
         .await
         .unwrap();
     assert_eq!(
@@ -709,6 +713,7 @@ async fn dead_letters_are_listed_oldest_first_and_removable(store: &dyn Store) {
             .collect::<Vec<_>>()
     );
     assert_eq!(store.dead_letters(2).await.unwrap().len(), 2);
+    assert_eq!(store.dead_letters(usize::MAX).await.unwrap().len(), 3);
     assert!(store.dead_letters(0).await.unwrap().is_empty());
 
     assert!(store.remove_dead_letter(&ids[1]).await.unwrap());
@@ -759,6 +764,87 @@ async fn regions_marked_by_ingest_are_taken_once(store: &dyn Store) {
         store.take_due_regions().await.unwrap(),
         vec!["emea".to_owned()]
     );
+}
+
+fn in_region(n: u64, version: u64, region: Option<&str>) -> IngestRecord {
+    let mut r = record(n, version, vec![]);
+    r.region = region.map(str::to_owned);
+    r
+}
+
+async fn regions_list_their_tickets_latest_first(store: &dyn Store) {
+    let emea = Some("emea");
+    let apac = Some("apac");
+    store
+        .ingest(&[
+            in_region(1, 1, emea),
+            in_region(2, 1, apac),
+            in_region(3, 1, emea),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(
+        store.region_tickets("emea", 10).await.unwrap(),
+        vec![ticket(3), ticket(1)]
+    );
+
+    store
+        .ingest(&[
+            in_region(1, 2, emea),
+            in_region(1, 2, apac),
+            in_region(3, 1, apac),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(
+        store.region_tickets("emea", 10).await.unwrap(),
+        vec![ticket(1), ticket(3)],
+        "duplicates move nothing"
+    );
+
+    store
+        .ingest(&[
+            in_region(3, 2, apac),
+            in_region(2, 2, None),
+            in_region(4, 1, Some("")),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(
+        store.region_tickets("emea", 10).await.unwrap(),
+        vec![ticket(1)]
+    );
+    assert_eq!(
+        store.region_tickets("apac", 10).await.unwrap(),
+        vec![ticket(3)]
+    );
+    assert_eq!(
+        store.region_tickets("emea", 0).await.unwrap(),
+        Vec::<TicketId>::new()
+    );
+    assert_eq!(
+        store.region_tickets("", 10).await.unwrap(),
+        Vec::<TicketId>::new()
+    );
+    assert_eq!(
+        store.region_tickets("nowhere", 10).await.unwrap(),
+        Vec::<TicketId>::new()
+    );
+}
+
+async fn a_region_keeps_only_its_latest_tickets(store: &dyn Store) {
+    let total = REGION_INDEX_CAP as u64 + 3;
+    for chunk in (1..=total).collect::<Vec<_>>().chunks(500) {
+        let batch: Vec<_> = chunk
+            .iter()
+            .map(|&n| in_region(n, 1, Some("emea")))
+            .collect();
+        store.ingest(&batch).await.unwrap();
+    }
+    let listed = store.region_tickets("emea", usize::MAX).await.unwrap();
+    assert_eq!(listed.len(), REGION_INDEX_CAP);
+    assert_eq!(listed.first(), Some(&ticket(total)));
+    assert_eq!(listed.last(), Some(&ticket(4)));
 }
 
 async fn unknown_tickets_have_no_snapshot_and_no_summary(store: &dyn Store) {
@@ -829,4 +915,6 @@ conformance!(
     dead_letters_are_listed_oldest_first_and_removable,
     regions_marked_by_ingest_are_taken_once,
     unknown_tickets_have_no_snapshot_and_no_summary,
+    regions_list_their_tickets_latest_first,
+    a_region_keeps_only_its_latest_tickets,
 );

@@ -1,21 +1,27 @@
 //! Checks of the Bicep in `infra/` that need no Azure: it parses, it writes exactly the app settings the
 //! handler knows, the governor's budgets equal the deployed capacity, the tiers deploy different models, role
-//! ids are the documented built-in ones, and no secret lives in a default or a parameter file. Every rule is
-//! also shown rejecting a broken fixture from `tests/fixtures/infra/`.
+//! ids are the documented built-in ones, no secret lives in a default or a parameter file, every setting and
+//! queue the function definitions use is deployed, modules get exactly their parameters, and API versions are
+//! stable. Every rule is also shown rejecting a broken fixture
+//! from `tests/fixtures/infra/`.
 
 mod infra_rules;
 
 use anyhow::{Context, anyhow};
+use infra_rules::api_versions::preview_api_versions;
 use infra_rules::app_settings::{
-    KnownSetting, SettingsViolation, WrittenSettings, settings_violations, written_settings,
+    KnownSetting, Needed, SettingsViolation, WrittenSettings, settings_violations, written_settings,
 };
 use infra_rules::bicep::{BicepFile, bicep_files_under, fixtures_dir, infra_dir, read_all};
+use infra_rules::function_bindings::{binding_needs, check_bindings};
 use infra_rules::model_deployments::{
     check_distinct_models, check_shared_source, check_tier_settings, tiers,
 };
+use infra_rules::module_params::check_module_calls;
 use infra_rules::roles::check_roles;
 use infra_rules::secrets::{check_param_file, check_template};
 use infra_rules::syntax::syntax_problems;
+use stormgate_handlers::config::{ReadBy, Requirement, SETTINGS};
 
 fn infra_file(relative: &str) -> anyhow::Result<BicepFile> {
     BicepFile::read(&infra_dir().join(relative))
@@ -36,10 +42,25 @@ fn settings_of(file: &BicepFile) -> anyhow::Result<WrittenSettings<'_>> {
     written_settings(file).map_err(|reason| anyhow!(reason))
 }
 
-/// The tiers the function app configures (`STORMGATE_<TIER>_DEPLOYMENT`).
-fn tier_names() -> anyhow::Result<Vec<String>> {
-    let app = infra_file("modules/functionapp.bicep")?;
-    Ok(tiers(settings_of(&app)?.names()))
+/// The handler's settings table, as the settings rule reads it: what the handler needs at start-up must be
+/// written on every path, what the host needs on the plans that take it, the rest when configured.
+fn handler_settings() -> Vec<KnownSetting> {
+    SETTINGS
+        .iter()
+        .map(|spec| KnownSetting {
+            name: spec.name.to_owned(),
+            needed: match (spec.required, spec.read_by) {
+                (Requirement::Required, ReadBy::Handler) => Needed::AtStartUp,
+                (Requirement::Required, ReadBy::Host) => Needed::ByTheHost,
+                (Requirement::Optional | Requirement::RequiredWhen(_), _) => Needed::Optional,
+            },
+        })
+        .collect()
+}
+
+/// The tiers the handler reads settings for (`STORMGATE_<TIER>_DEPLOYMENT`).
+fn tier_names() -> Vec<String> {
+    tiers(SETTINGS.iter().map(|spec| spec.name))
 }
 
 /// A small settings table for the fixtures: one required and one optional setting.
@@ -47,11 +68,11 @@ fn fixture_settings() -> Vec<KnownSetting> {
     vec![
         KnownSetting {
             name: "STORMGATE_REDIS_URL".into(),
-            required: true,
+            needed: Needed::AtStartUp,
         },
         KnownSetting {
             name: "RUST_LOG".into(),
-            required: false,
+            needed: Needed::Optional,
         },
     ]
 }
@@ -93,6 +114,27 @@ fn syntax_rule_rejects_an_untyped_parameter_and_an_unclosed_resource() -> anyhow
 }
 
 #[test]
+fn every_resource_uses_a_stable_api_version() -> anyhow::Result<()> {
+    for file in read_all(&infra_dir())? {
+        assert_eq!(preview_api_versions(&file), Vec::<String>::new());
+    }
+    Ok(())
+}
+
+#[test]
+fn api_version_rule_rejects_a_preview_version() -> anyhow::Result<()> {
+    let source =
+        "resource cache 'Microsoft.Cache/redisEnterprise@2024-09-01-preview' = {\n  name: 'c'\n}\n";
+    let file = BicepFile::parse("preview.bicep", source.to_owned())?;
+    let found = preview_api_versions(&file);
+    assert_eq!(
+        found,
+        vec!["preview.bicep:1: Microsoft.Cache/redisEnterprise@2024-09-01-preview".to_owned()]
+    );
+    Ok(())
+}
+
+#[test]
 fn param_file_assignments_parse_as_declarations_of_their_template_parameters() -> anyhow::Result<()>
 {
     let main = infra_file("main.bicep")?;
@@ -117,7 +159,52 @@ fn param_file_assignments_parse_as_declarations_of_their_template_parameters() -
     Ok(())
 }
 
+#[test]
+fn main_passes_each_module_exactly_the_parameters_it_declares() -> anyhow::Result<()> {
+    let main = infra_file("main.bicep")?;
+    assert_eq!(main.declarations("module_declaration").len(), 8);
+    assert_eq!(check_module_calls(&main)?, vec![]);
+    Ok(())
+}
+
+#[test]
+fn module_rule_rejects_a_misspelt_and_a_missing_parameter() -> anyhow::Result<()> {
+    let found = messages(&check_module_calls(&fixture("module_call.bicep")?)?, |v| {
+        &v.0
+    });
+    assert_eq!(found.len(), 3, "{found:?}");
+    assert!(found[0].contains("no parameter `tag`"), "{found:?}");
+    assert!(found[1].contains("needs parameter `tags`"), "{found:?}");
+    assert!(found[2].contains("needs parameter `name`"), "{found:?}");
+    Ok(())
+}
+
 // ---- app settings -----------------------------------------------------------------------------------------
+
+#[test]
+fn function_app_writes_every_setting_the_handler_needs_and_none_it_does_not_know()
+-> anyhow::Result<()> {
+    let app = infra_file("modules/functionapp.bicep")?;
+    assert_eq!(settings_violations(&app, &handler_settings()), vec![]);
+    Ok(())
+}
+
+#[test]
+fn handler_settings_table_marks_start_up_settings_the_rule_enforces() {
+    let needed = handler_settings();
+    let at_start_up: Vec<&str> = needed
+        .iter()
+        .filter(|setting| setting.needed == Needed::AtStartUp)
+        .map(|setting| setting.name.as_str())
+        .collect();
+    for name in [
+        "STORMGATE_REDIS_URL",
+        "AZURE_OPENAI_ENDPOINT",
+        "STORMGATE_PREMIUM_TPM",
+    ] {
+        assert!(at_start_up.contains(&name), "{name}: {at_start_up:?}");
+    }
+}
 
 #[test]
 fn settings_rule_rejects_a_setting_the_handler_does_not_know() -> anyhow::Result<()> {
@@ -180,13 +267,46 @@ fn optional_settings_depend_on_their_feature_and_core_settings_are_always_writte
     Ok(())
 }
 
+#[test]
+fn every_setting_and_queue_the_function_definitions_use_is_deployed() -> anyhow::Result<()> {
+    let needs = binding_needs(&infra_dir().join("../function-defs"))?;
+    assert!(
+        needs.settings.contains("KAFKA_PASSWORD"),
+        "{:?}",
+        needs.settings
+    );
+    assert!(
+        needs.queues.contains("summarize-premium"),
+        "{:?}",
+        needs.queues
+    );
+    let app = infra_file("modules/functionapp.bicep")?;
+    let violations = check_bindings(&needs, &settings_of(&app)?, &infra_file("main.bicep")?);
+    assert_eq!(violations, vec![]);
+    Ok(())
+}
+
+#[test]
+fn binding_rule_rejects_a_setting_never_written_and_a_queue_never_created() -> anyhow::Result<()> {
+    let needs = binding_needs(&fixtures_dir().join("function-defs"))?;
+    let app = infra_file("modules/functionapp.bicep")?;
+    let found = messages(
+        &check_bindings(&needs, &settings_of(&app)?, &infra_file("main.bicep")?),
+        |v| &v.0,
+    );
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert!(found[0].contains("%KAFKA_ENRICHED_TOPIC%"), "{found:?}");
+    assert!(found[1].contains("`enrich-jobs`"), "{found:?}");
+    Ok(())
+}
+
 // ---- model deployments and budgets ------------------------------------------------------------------------
 
 #[test]
 fn governor_budgets_equal_deployed_capacity_times_1000_from_one_source() -> anyhow::Result<()> {
     let app = infra_file("modules/functionapp.bicep")?;
     let written = settings_of(&app)?;
-    let tiers = tier_names()?;
+    let tiers = tier_names();
     assert_eq!(tiers, vec!["PREMIUM".to_owned(), "STANDARD".to_owned()]);
     let source_param = check_tier_settings(&app, &written, &tiers)
         .map_err(|violations| anyhow!("{violations:?}"))?;
@@ -221,7 +341,7 @@ fn tiers_deploy_different_models_by_default_and_in_every_parameter_file() -> any
     let main = infra_file("main.bicep")?;
     let params = param_files()?;
     let params: Vec<&BicepFile> = params.iter().collect();
-    let violations = check_distinct_models(&main, &params, "modelDeployments", &tier_names()?);
+    let violations = check_distinct_models(&main, &params, "modelDeployments", &tier_names());
     assert_eq!(violations, vec![]);
     Ok(())
 }
@@ -232,7 +352,7 @@ fn model_rule_rejects_tiers_that_default_to_the_same_model() -> anyhow::Result<(
         &fixture("same_model.bicep")?,
         &[],
         "modelDeployments",
-        &tier_names()?,
+        &tier_names(),
     );
     let found = messages(&violations, |v| &v.0);
     assert_eq!(found.len(), 1, "{found:?}");
@@ -247,7 +367,7 @@ fn model_rule_rejects_a_parameter_file_that_gives_both_tiers_one_model() -> anyh
         &infra_file("main.bicep")?,
         &[&overrides],
         "modelDeployments",
-        &tier_names()?,
+        &tier_names(),
     );
     let found = messages(&violations, |v| &v.0);
     assert!(

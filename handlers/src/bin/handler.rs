@@ -47,7 +47,10 @@ async fn run() -> anyhow::Result<()> {
         "stormgate handler listening"
     );
 
-    let store = LazyStore::new(Arc::new(RedisConnector::new(settings.redis.clone())));
+    let store = LazyStore::new(Arc::new(RedisConnector::new(
+        settings.redis.clone(),
+        settings.azure_client_id.clone(),
+    )));
     let state = AppState::new(settings, store, Arc::new(SystemClock));
     axum::serve(listener, app(state))
         .with_graceful_shutdown(shutdown_requested())

@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::event::{Level, Ticket};
+use crate::event::{Level, LogSource, Ticket};
 use crate::log_bounding::BoundedLog;
 
 /// Buckets for hashed categorical fields (category, subcategory, symptom, ...).
@@ -148,7 +148,7 @@ impl AlarmCounts {
             .map(|&c| (c, self.get(c)))
             .filter(|(_, n)| *n > 0)
             .collect();
-        v.sort_by(|a, b| b.1.cmp(&a.1));
+        v.sort_by_key(|c| std::cmp::Reverse(c.1));
         v
     }
 }
@@ -182,8 +182,15 @@ pub struct FeatureInput<'a> {
 }
 
 impl<'a> FeatureInput<'a> {
-    /// The classifier's view of a ticket whose log has been bounded.
-    pub fn from_ticket(ticket: &'a Ticket, log: &BoundedLog) -> FeatureInput<'a> {
+    /// The classifier's view of a ticket whose alarm log has been bounded (journal lines
+    /// count too: engineers paste alarms into work notes).
+    pub fn from_ticket(ticket: &'a Ticket, alarm_log: &BoundedLog) -> FeatureInput<'a> {
+        let mut alarms = AlarmCounts::from_bounded(alarm_log);
+        for entry in ticket.log.iter().filter(|e| e.source != LogSource::Alarm) {
+            for line in entry.text.lines() {
+                alarms.add_line(line, 1);
+            }
+        }
         FeatureInput {
             impact: ticket.impact,
             urgency: ticket.urgency,
@@ -195,7 +202,7 @@ impl<'a> FeatureInput<'a> {
             assignment_group: ticket.assignment_group.as_deref(),
             customers_affected: ticket.customers_affected,
             text: [&ticket.short_description, &ticket.description],
-            alarms: AlarmCounts::from_bounded(log),
+            alarms,
         }
     }
 }

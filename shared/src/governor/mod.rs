@@ -35,6 +35,10 @@
 //! `L_req` is raised to 1 only if Azure's own `RPM·W/60 s ≥ 1`: never above Azure's limit.) The property tests in `tests/governor_props.rs`
 //! check exactly these statements on random arrivals, sizes and completion times.
 //!
+//! A refund frees budget as soon as the real usage is known; the service's own meter
+//! may keep charging its arrival estimate for the rest of its window, which is one
+//! more reason for the headroom.
+//!
 //! State lives behind the [`Ledger`] trait: [`MemoryLedger`] for one process,
 //! [`RedisLedger`] for a fleet (one Lua script per operation, atomic across instances).
 

@@ -42,13 +42,12 @@ use crate::lab::trace::TraceEvent;
 use crate::lab::virtual_time::{Shared, VirtualClock, VirtualTime};
 use crate::llm::{ChatMessage, ChatRequest, LlmClient, LlmError, Role};
 use crate::severity::Severity;
+use crate::snapshot::TicketSnapshot;
 use crate::store::memory::MemoryStore;
 use crate::store::{Lease, Store};
-use crate::summarize::{Deployment, SummarizeSettings, SummarySource, TierWorker, ZeroTokenPath};
+use crate::summarize::{Deployment, SummarizeSettings, SummarySource, TierWorker};
 use crate::summary::{EXTRACTIVE_MODEL, Summary};
-use crate::ticket_view::TicketView;
 use crate::tokens::Tokens;
-use crate::zero_token::BasicZeroTokenPath;
 
 /// The policies a replay can compare.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -632,7 +631,6 @@ struct Product {
     classifier: Classifier,
     ingest: IngestPolicy,
     dispatch: DispatchConfig,
-    zero_token: BasicZeroTokenPath,
     client: Arc<dyn LlmClient>,
     clock: VirtualClock,
     premium: Deployment,
@@ -674,7 +672,6 @@ async fn start_stormgate(
         classifier,
         ingest: IngestPolicy::default(),
         dispatch: DispatchConfig::default(),
-        zero_token: BasicZeroTokenPath,
         client,
         clock: clock.clone(),
         premium: Deployment {
@@ -834,14 +831,11 @@ async fn run_tier_worker(
         client: product.client.as_ref(),
         gate: &product.governor,
         clock: &product.clock,
-        zero_token: &product.zero_token,
         deployment,
         settings: SummarizeSettings::default(),
         rng: std::sync::Mutex::new(SmallRng::seed_from_u64(seed)),
     };
-    let outcome = worker
-        .summarize_group(&group.leases, Some(group.reservation.clone()))
-        .await;
+    let outcome = worker.summarize_admitted(&group).await;
     let now = product.clock.now();
     let mut r = recorder.borrow_mut();
     r.in_flight = r.in_flight.saturating_sub(group.leases.len() as u64);
@@ -876,9 +870,14 @@ async fn settle_extractive(product: &Product, lease: &Lease, recorder: &Shared<R
     let now = product.clock.now();
     if let Ok(Some((version, snapshot))) = product.store.ticket_snapshot(&lease.job.id.ticket).await
         && version <= lease.job.id.version
-        && let Some(view) = TicketView::from_snapshot(&snapshot)
+        && let Ok(snapshot) = serde_json::from_value::<TicketSnapshot>(snapshot)
     {
-        let text = product.zero_token.extractive(&view, lease.job.id.kind);
+        let text = match lease.job.id.kind {
+            SummaryKind::Customer => crate::extractive::customer(&snapshot).text,
+            SummaryKind::Technician | SummaryKind::Rollup => {
+                crate::extractive::technician(&snapshot)
+            }
+        };
         let summary = Summary {
             ticket: lease.job.id.ticket.clone(),
             number: lease.job.number.clone(),

@@ -14,8 +14,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::{
-    AgingPolicy, DeadLetter, IngestOutcome, IngestRecord, Lease, LeasedGroup, QueueStats, Store,
-    StoreError,
+    AgingPolicy, DeadLetter, IngestOutcome, IngestRecord, Lease, LeasedGroup, QueueStats,
+    REGION_INDEX_CAP, Store, StoreError,
 };
 use crate::clock::EpochMillis;
 use crate::job::{Job, JobId, SummaryKind, Tier};
@@ -57,6 +57,11 @@ struct State {
     dead_letters: BTreeMap<u64, (String, DeadLetter)>,
     dead_letter_seq: u64,
     due_regions: BTreeSet<String>,
+    ingest_seq: u64,
+    /// Each filed ticket's region and its place in that region's index.
+    ticket_region: BTreeMap<TicketId, (String, u64)>,
+    /// Per region: ingest sequence → ticket, latest last.
+    region_index: BTreeMap<String, BTreeMap<u64, TicketId>>,
 }
 
 #[derive(Debug)]
@@ -100,10 +105,43 @@ impl State {
                 self.enqueue(job);
             }
         }
-        if let Some(region) = record.region.as_deref().filter(|r| !r.is_empty()) {
+        let region = record.region.as_deref().filter(|r| !r.is_empty());
+        self.file_under_region(&record.ticket, region);
+        if let Some(region) = region {
             self.due_regions.insert(region.to_owned());
         }
         IngestOutcome::Accepted
+    }
+
+    /// Moves the ticket to the front of its region's index (out of any previous
+    /// region's), evicting the region's oldest beyond [`REGION_INDEX_CAP`].
+    fn file_under_region(&mut self, ticket: &TicketId, region: Option<&str>) {
+        self.ingest_seq += 1;
+        if let Some((previous, seq)) = self.ticket_region.remove(ticket)
+            && let Some(index) = self.region_index.get_mut(&previous)
+        {
+            index.remove(&seq);
+            if index.is_empty() {
+                self.region_index.remove(&previous);
+            }
+        }
+        let Some(region) = region else { return };
+        let index = self.region_index.entry(region.to_owned()).or_default();
+        index.insert(self.ingest_seq, ticket.clone());
+        while index.len() > REGION_INDEX_CAP {
+            if let Some((_, evicted)) = index.pop_first() {
+                self.ticket_region.remove(&evicted);
+            }
+        }
+        self.ticket_region
+            .insert(ticket.clone(), (region.to_owned(), self.ingest_seq));
+    }
+
+    fn region_tickets(&self, region: &str, limit: usize) -> Vec<TicketId> {
+        self.region_index
+            .get(region)
+            .map(|index| index.values().rev().take(limit).cloned().collect())
+            .unwrap_or_default()
     }
 
     fn put_summary(&mut self, summary: &Summary) -> PutOutcome {
@@ -485,5 +523,13 @@ impl Store for MemoryStore {
         Ok(std::mem::take(&mut self.state().due_regions)
             .into_iter()
             .collect())
+    }
+
+    async fn region_tickets(
+        &self,
+        region: &str,
+        limit: usize,
+    ) -> Result<Vec<TicketId>, StoreError> {
+        Ok(self.state().region_tickets(region, limit))
     }
 }

@@ -30,10 +30,32 @@ pub enum StoreError {
 }
 
 impl From<::redis::RedisError> for StoreError {
+    /// Replies that cannot be decoded, values of the wrong type and failing scripts
+    /// are `Corrupt` (retrying cannot help); everything else — network, timeouts,
+    /// failover, loading, memory pressure, authentication — is `Unavailable`.
     fn from(e: ::redis::RedisError) -> Self {
-        StoreError::Unavailable(e.to_string())
+        let decode_failure = matches!(e.kind(), ::redis::ErrorKind::UnexpectedReturnType);
+        // A pipeline's error carries one server error per failed command.
+        let server_failure = e
+            .clone()
+            .into_server_errors()
+            .is_some_and(|errors| errors.iter().any(|(_, error)| is_data_error(error)));
+        if decode_failure || server_failure {
+            StoreError::Corrupt(e.to_string())
+        } else {
+            StoreError::Unavailable(e.to_string())
+        }
     }
 }
+
+/// A server error caused by what is stored or by a script, not by the server's state.
+fn is_data_error(error: &::redis::ServerError) -> bool {
+    let in_script = error.details().is_some_and(|d| d.contains("script"));
+    error.code() == "WRONGTYPE" || (error.code() == "ERR" && in_script)
+}
+
+/// How many of its most recently ingested tickets a region's index keeps.
+pub const REGION_INDEX_CAP: usize = 10_000;
 
 /// Everything `classify` writes for one accepted ticket version, applied atomically:
 /// the version check, the ticket snapshot, the instant extractive summary, cancellation
@@ -146,8 +168,9 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// `Stale`, and neither writes anything. An accepted record stores the snapshot,
     /// stores the instant summary (unless a better one is stored, see
     /// [`crate::summary::replaces`]), cancels every pending job of older versions,
-    /// queues its jobs (no technician job when the ticket is closed) and marks its
-    /// region's roll-up due.
+    /// queues its jobs (no technician job when the ticket is closed), files the ticket
+    /// under its region (see [`Store::region_tickets`]) and marks the region's roll-up
+    /// due. An empty region counts as none.
     async fn ingest(&self, records: &[IngestRecord]) -> Result<Vec<IngestOutcome>, StoreError>;
 
     /// The latest snapshot stored for a ticket, with its version.
@@ -214,16 +237,9 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     async fn take_due_regions(&self) -> Result<Vec<String>, StoreError>;
 
     /// Up to `limit` tickets of `region` with a stored snapshot, most recently
-    /// ingested first: what a regional roll-up reads. Backends that keep no region
-    /// index say so rather than answer with an empty region.
-    async fn region_tickets(
-        &self,
-        region: &str,
-        limit: usize,
-    ) -> Result<Vec<TicketId>, StoreError> {
-        let _ = (region, limit);
-        Err(StoreError::Unavailable(
-            "this store keeps no region index".to_owned(),
-        ))
-    }
+    /// ingested first: what a regional roll-up reads. A ticket belongs to the region
+    /// of its latest accepted version; each region keeps its latest
+    /// [`REGION_INDEX_CAP`] tickets.
+    async fn region_tickets(&self, region: &str, limit: usize)
+    -> Result<Vec<TicketId>, StoreError>;
 }

@@ -16,7 +16,7 @@
 //!
 //! | key                               | type   | content                                                  |
 //! |-----------------------------------|--------|----------------------------------------------------------|
-//! | `{ns}:ticket:<sys_id>`            | hash   | `version`, `snapshot` (JSON)                             |
+//! | `{ns}:ticket:<sys_id>`            | hash   | `version`, `snapshot` (JSON), `region` (when it has one) |
 //! | `{ns}:summary:<sys_id>`           | hash   | per kind: `<kind>` (JSON), `<kind>:version`, `<kind>:rank` (extractive 0, LLM 1) |
 //! | `{ns}:job:<job id>`               | hash   | `json`, `ticket`, `version`, `kind`, `tier`, `rank`, `enq`, `co`; while leased `token`, `exp`; `cancelled` |
 //! | `{ns}:ticket_jobs:<sys_id>`       | set    | ids of the ticket's pending and leased jobs              |
@@ -26,6 +26,8 @@
 //! | `{ns}:lease_seq`                  | string | counter behind lease tokens (`<seq>.<position in group>`) |
 //! | `{ns}:dead_letters`               | stream | `reason`, `raw`, `at`, and `topic`, `partition`, `offset` when known |
 //! | `{ns}:rollup_due`                 | set    | regions whose roll-up is due                             |
+//! | `{ns}:region_tickets:<region>`    | zset   | the region's tickets, score = `{ns}:ingest_seq` at ingest (latest highest), capped |
+//! | `{ns}:ingest_seq`                 | string | counter ordering the region indexes                     |
 //!
 //! A job id is `<sys_id>:<version>:<kind>`; tiers and kinds are their lower-case names;
 //! ranks are 1 (P1) to 5 (P5).
@@ -47,8 +49,8 @@ use redis::{ErrorKind, Script, ScriptInvocation, ServerErrorKind, Value};
 use tokio::sync::OnceCell;
 
 use super::{
-    AgingPolicy, DeadLetter, IngestOutcome, IngestRecord, Lease, LeasedGroup, QueueStats, Store,
-    StoreError,
+    AgingPolicy, DeadLetter, IngestOutcome, IngestRecord, Lease, LeasedGroup, QueueStats,
+    REGION_INDEX_CAP, Store, StoreError,
 };
 use crate::clock::EpochMillis;
 use crate::job::{Job, JobId, SummaryKind, Tier};
@@ -269,7 +271,8 @@ impl RedisStore {
             .arg(summary.version)
             .arg(summary_rank(summary))
             .arg(to_json(summary)?)
-            .arg(record.jobs.len());
+            .arg(record.jobs.len())
+            .arg(REGION_INDEX_CAP);
         for job in &record.jobs {
             push_job_args(&mut invocation, job)?;
         }
@@ -307,6 +310,11 @@ fn to_json<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
 
 fn from_json<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, StoreError> {
     serde_json::from_str(text).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+/// A count as Redis (and Lua's doubles) can take it: beyond 2^53 means "all" anyway.
+fn redis_count(n: usize) -> u64 {
+    (n as u64).min(1 << 53)
 }
 
 fn millis(d: Duration) -> u64 {
@@ -491,7 +499,7 @@ impl Store for RedisStore {
             .arg(&self.prefix)
             .arg(tier.as_str())
             .arg(expires_at.as_millis())
-            .arg(max_group.max(1))
+            .arg(redis_count(max_group).max(1))
             .arg(millis(aging.promote_every));
         let reply: Vec<String> = self.run(&invocation).await?;
         leases_from_reply(reply, tier, expires_at)
@@ -624,7 +632,7 @@ impl Store for RedisStore {
             .arg("-")
             .arg("+")
             .arg("COUNT")
-            .arg(limit);
+            .arg(redis_count(limit));
         let reply: Value = self.query(&cmd).await?;
         stream_entries(reply)?
             .into_iter()
@@ -651,6 +659,30 @@ impl Store for RedisStore {
         let mut regions: Vec<String> = self.run(&invocation).await?;
         regions.sort();
         Ok(regions)
+    }
+
+    async fn region_tickets(
+        &self,
+        region: &str,
+        limit: usize,
+    ) -> Result<Vec<TicketId>, StoreError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let mut cmd = redis::cmd("ZREVRANGE");
+        cmd.arg(self.key(&["region_tickets", region]))
+            .arg(0)
+            .arg(redis_count(limit) - 1);
+        let members: Vec<String> = self.query(&cmd).await?;
+        members
+            .iter()
+            .map(|m| {
+                m.parse()
+                    .map_err(|e: crate::ticket_id::TicketIdParseError| {
+                        StoreError::Corrupt(e.to_string())
+                    })
+            })
+            .collect()
     }
 }
 

@@ -1,5 +1,4 @@
 //! Test support shared by the integration tests of this crate.
 #![allow(dead_code)]
 
-pub mod redis_server;
 pub mod token_corpus;

@@ -15,8 +15,19 @@ use super::bicep::{BicepFile, descendants, named_children};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KnownSetting {
     pub name: String,
-    /// The handler refuses to start without it.
-    pub required: bool,
+    pub needed: Needed,
+}
+
+/// When Bicep must write a known setting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Needed {
+    /// The handler refuses to start without it: written on every path.
+    AtStartUp,
+    /// The Functions host needs it where the plan does not manage it itself (the runtime settings, which Flex
+    /// Consumption takes from the site instead): written on at least one path.
+    ByTheHost,
+    /// Only when its feature is configured.
+    Optional,
 }
 
 /// The app settings a Bicep file writes, with the expression of each value.
@@ -178,7 +189,8 @@ pub fn call_arguments(call: Node<'_>) -> Vec<Node<'_>> {
         .unwrap_or_default()
 }
 
-/// Every setting Bicep writes is known to the handler, and every setting the handler requires is always written.
+/// Every setting Bicep writes is known to the handler, every setting the handler requires is always written,
+/// and every setting the host requires is written for the plans that need it.
 pub fn check_settings(
     written: &WrittenSettings<'_>,
     known: &[KnownSetting],
@@ -189,7 +201,11 @@ pub fn check_settings(
         .map(|name| SettingsViolation::Unknown(name.to_owned()));
     let missing = known
         .iter()
-        .filter(|setting| setting.required && !written.always.contains_key(&setting.name))
+        .filter(|setting| match setting.needed {
+            Needed::AtStartUp => !written.always.contains_key(&setting.name),
+            Needed::ByTheHost => !written.names().any(|name| name == setting.name),
+            Needed::Optional => false,
+        })
         .map(|setting| SettingsViolation::Missing(setting.name.clone()));
     unknown.chain(missing).collect()
 }

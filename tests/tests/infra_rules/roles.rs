@@ -3,7 +3,8 @@
 use super::bicep::{BicepFile, descendants, named_children};
 
 /// Built-in roles the app's identity needs, with the ids the Azure built-in roles reference documents
-/// (learn.microsoft.com/azure/role-based-access-control/built-in-roles: ai-machine-learning, security, storage).
+/// (learn.microsoft.com/azure/role-based-access-control/built-in-roles: ai-machine-learning, security, storage,
+/// monitor).
 pub const DOCUMENTED_ROLES: &[(&str, &str)] = &[
     (
         "Cognitive Services OpenAI User",
@@ -31,13 +32,15 @@ pub const DOCUMENTED_ROLES: &[(&str, &str)] = &[
     ),
 ];
 
-/// Roles every deployment must grant: Azure OpenAI, Key Vault references, identity-based host storage.
+/// Roles every deployment must grant: Azure OpenAI, Key Vault references, identity-based host storage,
+/// Entra-only telemetry.
 pub const REQUIRED_ROLES: &[&str] = &[
     "Cognitive Services OpenAI User",
     "Key Vault Secrets User",
     "Storage Blob Data Owner",
     "Storage Queue Data Contributor",
     "Storage Table Data Contributor",
+    "Monitoring Metrics Publisher",
 ];
 
 /// The variable that maps role names to ids; assignments must go through it.

@@ -1,7 +1,7 @@
 -- Applies one ingest record atomically.
 -- KEYS[1]: the ticket hash. ARGV: prefix, ticket, version, snapshot json, closed ('1'/'0'),
 -- region ('' for none), summary kind, summary version, summary rank, summary json,
--- job count, then 9 entries per job (see enqueue_at).
+-- job count, region index cap, then 9 entries per job (see enqueue_at).
 -- Returns 'accepted', 'duplicate' or 'stale'.
 local ticket, version = ARGV[2], tonumber(ARGV[3])
 local stored = redis.call('HGET', KEYS[1], 'version')
@@ -18,9 +18,22 @@ put_summary(ticket, ARGV[7], ARGV[8], ARGV[9], ARGV[10])
 cancel(ticket, version, { technician = true, customer = true, rollup = true })
 local closed = ARGV[5] == '1'
 for i = 0, tonumber(ARGV[11]) - 1 do
-  enqueue_at(12 + i * 9, closed)
+  enqueue_at(13 + i * 9, closed)
 end
-if ARGV[6] ~= '' then
-  redis.call('SADD', key('rollup_due'), ARGV[6])
+
+-- File the ticket under its region, latest first, keeping the newest ARGV[12].
+local region = ARGV[6]
+local previous = redis.call('HGET', KEYS[1], 'region')
+if previous and previous ~= region then
+  redis.call('ZREM', key('region_tickets', previous), ticket)
+end
+if region ~= '' then
+  local index = key('region_tickets', region)
+  redis.call('ZADD', index, redis.call('INCR', key('ingest_seq')), ticket)
+  redis.call('ZREMRANGEBYRANK', index, 0, -(tonumber(ARGV[12]) + 1))
+  redis.call('HSET', KEYS[1], 'region', region)
+  redis.call('SADD', key('rollup_due'), region)
+else
+  redis.call('HDEL', KEYS[1], 'region')
 end
 return 'accepted'

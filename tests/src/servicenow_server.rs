@@ -1,0 +1,138 @@
+//! A local HTTP server speaking the ServiceNow Table API shape for incident work notes:
+//! `PATCH /api/now/table/incident/{sys_id}` with basic auth, `{"result": {...}}` on
+//! success, 429 with `Retry-After` and `X-RateLimit-*` headers when scripted to.
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::patch;
+use base64::Engine;
+use serde_json::{Value, json};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SnReply {
+    Ok,
+    /// 429 with `Retry-After: N`.
+    RateLimited(u64),
+    Status(u16),
+}
+
+/// One accepted work note.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReceivedNote {
+    pub sys_id: String,
+    pub work_notes: String,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    script: VecDeque<SnReply>,
+    attempts: usize,
+    notes: Vec<ReceivedNote>,
+    user: String,
+    password: String,
+}
+
+pub struct FakeServiceNow {
+    addr: SocketAddr,
+    inner: Arc<Mutex<Inner>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for FakeServiceNow {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl FakeServiceNow {
+    /// Accepts only `user`/`password` (basic auth).
+    pub async fn start(user: &str, password: &str) -> FakeServiceNow {
+        let inner = Arc::new(Mutex::new(Inner {
+            user: user.into(),
+            password: password.into(),
+            ..Inner::default()
+        }));
+        let app = Router::new()
+            .route("/api/now/table/incident/{sys_id}", patch(update_incident))
+            .with_state(inner.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let task = tokio::spawn(async move {
+            axum::serve(listener, app).await.unwrap();
+        });
+        FakeServiceNow { addr, inner, task }
+    }
+
+    pub fn instance_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn script(&self, replies: impl IntoIterator<Item = SnReply>) {
+        self.inner.lock().unwrap().script.extend(replies);
+    }
+
+    pub fn notes(&self) -> Vec<ReceivedNote> {
+        self.inner.lock().unwrap().notes.clone()
+    }
+
+    /// Every PATCH that reached the server, accepted or not.
+    pub fn attempts(&self) -> usize {
+        self.inner.lock().unwrap().attempts
+    }
+}
+
+async fn update_incident(
+    State(inner): State<Arc<Mutex<Inner>>>,
+    Path(sys_id): Path<String>,
+    headers: HeaderMap,
+    body: axum::Json<Value>,
+) -> Response {
+    let mut inner = inner.lock().unwrap();
+    inner.attempts += 1;
+    let expected = format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD
+            .encode(format!("{}:{}", inner.user, inner.password))
+    );
+    if headers.get("authorization").and_then(|v| v.to_str().ok()) != Some(expected.as_str()) {
+        return (
+            StatusCode::UNAUTHORIZED,
+            axum::Json(
+                json!({"error": {"message": "User Not Authenticated"}, "status": "failure"}),
+            ),
+        )
+            .into_response();
+    }
+    match inner.script.pop_front().unwrap_or(SnReply::Ok) {
+        SnReply::Ok => {
+            let note = body["work_notes"].as_str().unwrap_or_default().to_owned();
+            inner.notes.push(ReceivedNote {
+                sys_id: sys_id.clone(),
+                work_notes: note,
+            });
+            axum::Json(json!({"result": {"sys_id": sys_id}})).into_response()
+        }
+        SnReply::RateLimited(seconds) => (
+            StatusCode::TOO_MANY_REQUESTS,
+            [
+                ("retry-after", seconds.to_string()),
+                ("x-ratelimit-limit", "100".to_owned()),
+                ("x-ratelimit-reset", "1800000000".to_owned()),
+            ],
+            axum::Json(json!({"error": {"message": "Rate limit exceeded"}, "status": "failure"})),
+        )
+            .into_response(),
+        SnReply::Status(status) => (
+            StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            axum::Json(json!({"error": {"message": "No Record found"}, "status": "failure"})),
+        )
+            .into_response(),
+    }
+}

@@ -1,0 +1,140 @@
+//! Architecture invariants checked mechanically, so they stay true as the code changes.
+//!
+//! ARCHITECTURE.md states them; these tests fail the build when one is broken:
+//! `shared` never reads the clock or the environment and knows no HTTP, every Rust
+//! module says its role in a `//!` header, and no module hides behind a vague name.
+
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ sits inside the repository")
+        .to_path_buf()
+}
+
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in fs::read_dir(&d).unwrap_or_else(|e| panic!("read {}: {e}", d.display())) {
+            let path = entry.expect("directory entry").path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Lines of code outside comments, for looking for forbidden calls.
+fn code_lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
+    text.lines()
+        .enumerate()
+        .map(|(i, l)| (i + 1, l.trim_start()))
+        .filter(|(_, l)| !l.starts_with("//"))
+}
+
+#[test]
+fn shared_never_reads_the_clock_or_the_environment() {
+    let forbidden = [
+        "SystemTime::now",
+        "Instant::now",
+        "Utc::now",
+        "Timestamp::now",
+        "Zoned::now",
+        "std::env::var",
+        "env::var(",
+        "env::vars(",
+        "std::env::args",
+    ];
+    // `testing/` is the feature-gated harness that starts a real redis-server for
+    // tests; waiting for a process to come up is real time by nature.
+    let harness = repo_root().join("shared/src/testing");
+    let mut found = Vec::new();
+    for file in rust_files(&repo_root().join("shared/src")) {
+        if file.starts_with(&harness) {
+            continue;
+        }
+        let text = fs::read_to_string(&file).expect("read source");
+        for (n, line) in code_lines(&text) {
+            for f in forbidden {
+                if line.contains(f) {
+                    found.push(format!("{}:{n}: {f}", file.display()));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "shared must take time from clock::Clock and settings as values:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn shared_depends_on_no_http_stack() {
+    let manifest =
+        fs::read_to_string(repo_root().join("shared/Cargo.toml")).expect("read manifest");
+    let deps = manifest
+        .split("[dependencies]")
+        .nth(1)
+        .and_then(|rest| rest.split("\n[").next())
+        .expect("shared has a [dependencies] table");
+    for http in ["axum", "reqwest", "hyper", "tower", "azure_core"] {
+        assert!(
+            !deps.lines().any(|l| l.trim_start().starts_with(http)),
+            "shared/Cargo.toml depends on {http}: HTTP belongs in handlers"
+        );
+    }
+}
+
+#[test]
+fn every_module_opens_with_a_doc_comment_saying_its_role() {
+    let mut missing = Vec::new();
+    for dir in ["shared/src", "handlers/src", "tests/src", "xtask/src"] {
+        for file in rust_files(&repo_root().join(dir)) {
+            let text = fs::read_to_string(&file).expect("read source");
+            let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+            if !first.starts_with("//!") {
+                missing.push(file.display().to_string());
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "modules without a //! header:\n{}",
+        missing.join("\n")
+    );
+}
+
+#[test]
+fn no_module_is_named_utils_or_helpers() {
+    let vague = ["utils", "util", "helpers", "helper", "misc", "common"];
+    let mut found = Vec::new();
+    for dir in ["shared/src", "handlers/src", "tests/src"] {
+        for file in rust_files(&repo_root().join(dir)) {
+            let stem = file.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+            let parent = file
+                .parent()
+                .and_then(|p| p.file_name())
+                .and_then(|s| s.to_str())
+                .unwrap_or("");
+            if vague.contains(&stem) || (stem == "mod" && vague.contains(&parent)) {
+                found.push(file.display().to_string());
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "name modules for what they do:\n{}",
+        found.join("\n")
+    );
+}
