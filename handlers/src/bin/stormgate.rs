@@ -24,6 +24,8 @@ enum Command {
     Simulate(cli::simulate::SimulateArgs),
     /// Load-test the release `handler` on loopback: throughput, latency, RSS, start-up.
     Loadtest(cli::loadtest::LoadtestArgs),
+    /// Replay a storm through the naive design and stormgate, on virtual time.
+    Replay(cli::replay::ReplayArgs),
 }
 
 #[tokio::main]
@@ -32,5 +34,9 @@ async fn main() -> anyhow::Result<()> {
         Command::Train(args) => cli::train::run(&args),
         Command::Simulate(args) => cli::simulate::run(args).await,
         Command::Loadtest(args) => cli::loadtest::run(args).await,
+        // The replay runs its own single-threaded runtime on virtual time.
+        Command::Replay(args) => std::thread::spawn(move || cli::replay::run(args))
+            .join()
+            .map_err(|_| anyhow::anyhow!("the replay thread panicked"))?,
     }
 }

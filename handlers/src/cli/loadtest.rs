@@ -15,7 +15,7 @@ mod processes;
 mod traffic;
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::Context;
 use serde::Serialize;
