@@ -40,6 +40,8 @@ pub struct AppState {
     pub store: Arc<LazyStore>,
     pub clock: Arc<dyn Clock>,
     pub settings: Arc<Settings>,
+    /// The tier functions' LLM client, governor and sinks; `None` until configured.
+    pub summarization: Option<Arc<functions::summarize::SummarizeRuntime>>,
 }
 
 impl AppState {
@@ -48,7 +50,14 @@ impl AppState {
             store: Arc::new(store),
             clock,
             settings: Arc::new(settings),
+            summarization: None,
         }
+    }
+
+    /// Equips the tier functions with their LLM client, governor and sinks.
+    pub fn with_summarization(mut self, runtime: functions::summarize::SummarizeRuntime) -> Self {
+        self.summarization = Some(Arc::new(runtime));
+        self
     }
 
     /// The store, connecting on first use; an unreachable store is a 503.

@@ -45,16 +45,24 @@ pub enum PutOutcome {
 
 /// Whether `candidate` should replace `current` for the same (ticket, kind).
 ///
-/// Newer versions always win; for the same version an LLM summary replaces an
-/// extractive one but never the other way round, so a late fallback cannot
-/// overwrite a finished LLM summary.
+/// Newer versions always win. For the same version the [`standing`] decides, so a
+/// late fallback cannot overwrite a finished LLM summary, while a fallback does
+/// replace the instant extractive summary: its `degraded` flag tells readers that
+/// the LLM summary of this version is not coming.
 pub fn replaces(candidate: &Summary, current: &Summary) -> bool {
     if candidate.version != current.version {
         return candidate.version > current.version;
     }
-    let rank = |s: &Summary| match s.tier {
-        Tier::Extractive => 0,
-        Tier::Standard | Tier::Premium => 1,
-    };
-    rank(candidate) > rank(current)
+    standing(candidate) > standing(current)
+}
+
+/// How summaries of one version rank: the instant extractive summary (0), an
+/// extractive fallback after the LLM path gave up (1), an LLM summary (2). Both
+/// store backends rank by this one function.
+pub fn standing(summary: &Summary) -> u8 {
+    match (summary.tier, summary.degraded) {
+        (Tier::Extractive, false) => 0,
+        (Tier::Extractive, true) => 1,
+        (Tier::Standard | Tier::Premium, _) => 2,
+    }
 }

@@ -55,7 +55,7 @@ use super::{
 use crate::clock::EpochMillis;
 use crate::job::{Job, JobId, SummaryKind, Tier};
 use crate::severity::Severity;
-use crate::summary::{PutOutcome, Summary};
+use crate::summary::{PutOutcome, Summary, standing};
 use crate::ticket_id::TicketId;
 
 /// A store namespace: 1 to 64 characters from `A-Z a-z 0-9 _ - . :`, so that it can
@@ -280,13 +280,9 @@ impl RedisStore {
     }
 }
 
-/// A summary's standing against others of the same version, as
-/// [`crate::summary::replaces`] ranks it: an LLM summary beats an extractive one.
+/// A summary's standing against others of the same version (see [`standing`]).
 fn summary_rank(summary: &Summary) -> u8 {
-    match summary.tier {
-        Tier::Extractive => 0,
-        Tier::Premium | Tier::Standard => 1,
-    }
+    standing(summary)
 }
 
 /// The 9 arguments `enqueue_at` in `lib.lua` reads for one job.
