@@ -50,7 +50,10 @@ fn planted_settings(redis_url: &str) -> Vec<(String, String)> {
         ("STORMGATE_PREMIUM_DEPLOYMENT", "premium-deployment".into()),
         ("STORMGATE_PREMIUM_MODEL", "premium-model".into()),
         ("STORMGATE_PREMIUM_TPM", "10000".into()),
-        ("STORMGATE_STANDARD_DEPLOYMENT", "standard-deployment".into()),
+        (
+            "STORMGATE_STANDARD_DEPLOYMENT",
+            "standard-deployment".into(),
+        ),
         ("STORMGATE_STANDARD_MODEL", "standard-model".into()),
         ("STORMGATE_STANDARD_TPM", "10000".into()),
         ("SERVICENOW_INSTANCE_URL", unreachable.clone()),
@@ -171,13 +174,21 @@ async fn drive_every_route(base: &str) -> Vec<(String, u16, String)> {
         ("POST", "/classify", Some(kafka_batch().to_string())),
         ("POST", "/classify", Some("\u{1}{{{ garbage".into())),
         ("POST", "/dispatch", Some(timer.to_string())),
-        ("POST", "/summarize-premium", Some(json!({"Data": {"handoff": "{\"tier\":\"premium\",\"leases\":[]}"}}).to_string())),
+        (
+            "POST",
+            "/summarize-premium",
+            Some(json!({"Data": {"handoff": "{\"tier\":\"premium\",\"leases\":[]}"}}).to_string()),
+        ),
         ("POST", "/summarize-standard", Some("[]".into())),
         ("POST", "/rollup", Some(timer.to_string())),
         ("GET", "/api/summaries/INC0012345", None),
         ("GET", "/api/regions/north/rollup", None),
         ("GET", "/api/dead-letters", None),
-        ("POST", "/api/dead-letters", Some("{\"ids\": [\"x\"]}".into())),
+        (
+            "POST",
+            "/api/dead-letters",
+            Some("{\"ids\": [\"x\"]}".into()),
+        ),
         ("GET", "/no/such/route", None),
     ];
     let mut answers = Vec::new();
@@ -242,22 +253,43 @@ async fn secrets_stay_out_of_logs_and_bodies_when_the_redis_password_is_wrong() 
 #[test]
 fn start_up_refusals_never_echo_a_secret_value() {
     for (name, value) in [
-        ("STORMGATE_REDIS_URL", format!("redis://:{REDIS_PASSWORD}@[not-a-host")),
-        ("STORMGATE_REDIS_URL", format!("http://:{REDIS_PASSWORD}@127.0.0.1:1/")),
+        (
+            "STORMGATE_REDIS_URL",
+            format!("redis://:{REDIS_PASSWORD}@[not-a-host"),
+        ),
+        (
+            "STORMGATE_REDIS_URL",
+            format!("http://:{REDIS_PASSWORD}@127.0.0.1:1/"),
+        ),
         ("AZURE_OPENAI_API_KEY", String::new()),
-        ("SERVICENOW_INSTANCE_URL", format!("http://admin:{SERVICENOW_PASSWORD}@x")),
+        (
+            "SERVICENOW_INSTANCE_URL",
+            format!("http://admin:{SERVICENOW_PASSWORD}@x"),
+        ),
     ] {
         let mut vars = planted_settings("redis://127.0.0.1:1/");
         vars.retain(|(k, _)| k != name);
         if !value.is_empty() {
             vars.push((name.to_owned(), value.clone()));
         }
-        let output = Command::new(HANDLER)
+        let mut child = Command::new(HANDLER)
             .env_clear()
             .envs(vars.iter().map(|(k, v)| (k, v)))
             .env("FUNCTIONS_CUSTOMHANDLER_PORT", free_port().to_string())
-            .output()
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
             .unwrap();
+        // A value accepted by mistake would leave the handler serving: do not wait forever.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while child.try_wait().unwrap().is_none() {
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("{name}={value:?} was accepted at start-up");
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        let output = child.wait_with_output().unwrap();
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(!output.status.success(), "{name}={value:?} must be refused");
         assert!(stderr.contains(name), "the refusal names {name}: {stderr}");
