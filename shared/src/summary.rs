@@ -45,16 +45,60 @@ pub enum PutOutcome {
 
 /// Whether `candidate` should replace `current` for the same (ticket, kind).
 ///
-/// Newer versions always win; for the same version an LLM summary replaces an
-/// extractive one but never the other way round, so a late fallback cannot
-/// overwrite a finished LLM summary.
+/// Newer versions always win; for the same version the higher [`Summary::standing`]
+/// wins, so a late fallback cannot overwrite a finished LLM summary, while the instant
+/// summary written at ingest gives way to the degraded one that says no LLM summary is
+/// coming.
 pub fn replaces(candidate: &Summary, current: &Summary) -> bool {
     if candidate.version != current.version {
         return candidate.version > current.version;
     }
-    let rank = |s: &Summary| match s.tier {
-        Tier::Extractive => 0,
-        Tier::Standard | Tier::Premium => 1,
-    };
-    rank(candidate) > rank(current)
+    candidate.standing() > current.standing()
+}
+
+impl Summary {
+    /// Rank against other summaries of the same version: the instant extractive summary
+    /// (0) < a degraded extractive one, written when the LLM one could not be had (1) <
+    /// an LLM summary (2). Both store backends compare this.
+    pub fn standing(&self) -> u8 {
+        match (self.tier, self.degraded) {
+            (Tier::Extractive, false) => 0,
+            (Tier::Extractive, true) => 1,
+            (Tier::Standard | Tier::Premium, _) => 2,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary(tier: Tier, degraded: bool) -> Summary {
+        Summary {
+            ticket: format!("{:032x}", 7).parse().unwrap(),
+            number: "INC0010007".into(),
+            version: 3,
+            kind: SummaryKind::Technician,
+            text: "Site 7 down.".into(),
+            tier,
+            model: EXTRACTIVE_MODEL.into(),
+            degraded,
+            tokens_used: Tokens::ZERO,
+            created_at: EpochMillis(1),
+            prompt_version: None,
+            input: serde_json::Value::Null,
+        }
+    }
+
+    #[test]
+    fn a_degraded_fallback_replaces_the_instant_summary_but_never_an_llm_one() {
+        let instant = summary(Tier::Extractive, false);
+        let degraded = summary(Tier::Extractive, true);
+        let llm = summary(Tier::Premium, false);
+        assert!(replaces(&degraded, &instant));
+        assert!(!replaces(&instant, &degraded));
+        assert!(!replaces(&degraded, &degraded), "idempotent");
+        assert!(replaces(&llm, &degraded));
+        assert!(!replaces(&degraded, &llm));
+    }
 }

@@ -17,7 +17,7 @@
 //! | key                               | type   | content                                                  |
 //! |-----------------------------------|--------|----------------------------------------------------------|
 //! | `{ns}:ticket:<sys_id>`            | hash   | `version`, `snapshot` (JSON), `region` (when it has one) |
-//! | `{ns}:summary:<sys_id>`           | hash   | per kind: `<kind>` (JSON), `<kind>:version`, `<kind>:rank` (extractive 0, LLM 1) |
+//! | `{ns}:summary:<sys_id>`           | hash   | per kind: `<kind>` (JSON), `<kind>:version`, `<kind>:rank` ([`Summary::standing`]) |
 //! | `{ns}:job:<job id>`               | hash   | `json`, `ticket`, `version`, `kind`, `tier`, `rank`, `enq`, `co`; while leased `token`, `exp`; `cancelled` |
 //! | `{ns}:ticket_jobs:<sys_id>`       | set    | ids of the ticket's pending and leased jobs              |
 //! | `{ns}:pending:<tier>:<rank>`      | zset   | pending job ids of one tier and severity, score = enqueued_at |
@@ -281,12 +281,9 @@ impl RedisStore {
 }
 
 /// A summary's standing against others of the same version, as
-/// [`crate::summary::replaces`] ranks it: an LLM summary beats an extractive one.
+/// [`crate::summary::replaces`] ranks it.
 fn summary_rank(summary: &Summary) -> u8 {
-    match summary.tier {
-        Tier::Extractive => 0,
-        Tier::Premium | Tier::Standard => 1,
-    }
+    summary.standing()
 }
 
 /// The 9 arguments `enqueue_at` in `lib.lua` reads for one job.
