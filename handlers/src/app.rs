@@ -48,6 +48,8 @@ pub struct AppState {
     pub dispatch: DispatchConfig,
     pub clock: Arc<dyn Clock>,
     pub settings: Arc<Settings>,
+    /// The tier functions' LLM client, governor and sinks; `None` until configured.
+    pub summarization: Option<Arc<functions::summarize::SummarizeRuntime>>,
 }
 
 impl AppState {
@@ -64,12 +66,19 @@ impl AppState {
             dispatch: DispatchConfig::default(),
             clock,
             settings: Arc::new(settings),
+            summarization: None,
         }
     }
 
     /// The same state with another dispatch policy (tests with short deadlines).
     pub fn with_dispatch(mut self, dispatch: DispatchConfig) -> Self {
         self.dispatch = dispatch;
+        self
+    }
+
+    /// Equips the tier functions with their LLM client, governor and sinks.
+    pub fn with_summarization(mut self, runtime: functions::summarize::SummarizeRuntime) -> Self {
+        self.summarization = Some(Arc::new(runtime));
         self
     }
 

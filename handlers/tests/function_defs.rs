@@ -157,7 +157,7 @@ fn rollup_runs_every_minute() {
 
 #[test]
 fn host_json_starts_the_handler_with_forwarding_and_the_v4_bundle() {
-    let text = std::fs::read_to_string(defs_dir().join("host.json")).unwrap();
+    let text = std::fs::read_to_string(defs_dir().join("../host.json")).unwrap();
     let host: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(host["version"], "2.0");
     assert_eq!(

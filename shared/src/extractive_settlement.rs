@@ -5,7 +5,7 @@
 //! with `to == Tier::Extractive`) so that whoever drives it (the `dispatch` function, the
 //! storm lab) can close them here: a job never leaves the queue without a summary. The
 //! summary is the same text the instant summary and the tier worker's fallback use; being
-//! degraded it replaces the instant one ([`Summary::standing`]), so readers can tell that
+//! degraded it replaces the instant one ([`crate::summary::standing`]), so readers can tell that
 //! no LLM summary is coming for this version.
 
 use serde::{Deserialize, Serialize};

@@ -127,13 +127,8 @@ pub enum IngestError {
 
 /// The prompt tokens a job will be charged: the fast upper bound of the very request the
 /// tier worker will build for this ticket alone (template, delimiters and ticket text).
-pub fn prompt_token_estimate(
-    snapshot: &TicketSnapshot,
-    kind: SummaryKind,
-    prompt_chars: usize,
-) -> Tokens {
-    let text = prompts::ticket_text(snapshot, prompt_chars);
-    let request = prompts::ticket_request(prompts::current(kind), "", std::slice::from_ref(&text));
+pub fn prompt_token_estimate(text: &prompts::TicketText, kind: SummaryKind) -> Tokens {
+    let request = prompts::ticket_request(prompts::current(kind), "", std::slice::from_ref(text));
     token_estimate::chat_upper_bound(&request.messages)
 }
 
@@ -274,6 +269,7 @@ pub fn prepare(
             policy.customer_max_output,
         ));
     }
+    let prompt_text = prompts::ticket_text(&snapshot, policy.prompt_chars);
     let coalesce_key = coalesce_key(t, policy.coalesce_window, now);
     let tier = if routing <= policy.premium_up_to {
         Tier::Premium
@@ -291,7 +287,7 @@ pub fn prepare(
             number: t.number.clone(),
             severity: routing,
             tier,
-            prompt_tokens: prompt_token_estimate(&snapshot, kind, policy.prompt_chars),
+            prompt_tokens: prompt_token_estimate(&prompt_text, kind),
             max_output_tokens: max_output,
             enqueued_at: now,
             deadline: now.plus(deadline),

@@ -18,6 +18,7 @@ use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
 use crate::clock::{Clock, EpochMillis};
+use crate::dispatcher::AdmittedGroup;
 use crate::extractive;
 use crate::governor::Reservation;
 use crate::job::{JobId, SummaryKind, Tier};
@@ -146,6 +147,29 @@ impl TierWorker<'_> {
         group: &LeasedGroup,
         reservation: Option<Reservation>,
     ) -> Result<SummarizeOutcome, StoreError> {
+        self.summarize_capped(group, reservation, None).await
+    }
+
+    /// Summarizes a group as dispatch handed it off: its reservation is spent by the
+    /// call, and the call's `max_tokens` never exceeds the output that was charged.
+    pub async fn summarize_admitted(
+        &self,
+        group: &AdmittedGroup,
+    ) -> Result<SummarizeOutcome, StoreError> {
+        self.summarize_capped(
+            &group.leases,
+            Some(group.reservation.clone()),
+            Some(group.max_output_tokens),
+        )
+        .await
+    }
+
+    async fn summarize_capped(
+        &self,
+        group: &LeasedGroup,
+        reservation: Option<Reservation>,
+        max_output: Option<Tokens>,
+    ) -> Result<SummarizeOutcome, StoreError> {
         let mut outcome = SummarizeOutcome::default();
         let mut by_kind: BTreeMap<SummaryKind, Vec<Item<'_>>> = BTreeMap::new();
         for lease in group {
@@ -168,7 +192,7 @@ impl TierWorker<'_> {
         }
         let mut reservation = reservation;
         for (kind, items) in by_kind {
-            self.summarize_kind(kind, &items, reservation.take(), &mut outcome)
+            self.summarize_kind(kind, &items, reservation.take(), max_output, &mut outcome)
                 .await?;
         }
         Ok(outcome)
@@ -198,9 +222,17 @@ impl TierWorker<'_> {
         kind: SummaryKind,
         items: &[Item<'_>],
         reservation: Option<Reservation>,
+        max_output: Option<Tokens>,
         outcome: &mut SummarizeOutcome,
     ) -> Result<(), StoreError> {
         let template = prompts::current(kind);
+        let cap = |mut request: ChatRequest| {
+            if let Some(limit) = max_output {
+                let limit = u32::try_from(limit.get()).unwrap_or(u32::MAX).max(1);
+                request.max_tokens = request.max_tokens.min(limit);
+            }
+            request
+        };
         // What a call costs at admission: every ticket's prompt plus max_tokens.
         let cost = items
             .iter()
@@ -208,8 +240,8 @@ impl TierWorker<'_> {
             .sum::<Tokens>()
             + Tokens(u64::from(template.max_tokens));
         let per_ticket = self.settings.prompt_chars / items.len().max(1);
-        let request = self.request(kind, items, per_ticket);
-        let shorten = |_: &ChatRequest| Some(self.request(kind, items, per_ticket / 2));
+        let request = cap(self.request(kind, items, per_ticket));
+        let shorten = |_: &ChatRequest| Some(cap(self.request(kind, items, per_ticket / 2)));
         let seed = self
             .rng
             .lock()
@@ -784,5 +816,38 @@ pub(crate) mod tests {
         assert_eq!(llm.seen.lock().unwrap().len(), 2);
         assert_eq!(outcome.summaries.len(), 2);
         assert!(outcome.summaries.values().all(|s| *s == SummarySource::Llm));
+    }
+
+    #[tokio::test]
+    async fn a_handed_off_group_keeps_to_the_output_dispatch_charged() {
+        let rig = Rig::new(vec![record(
+            &event(8, 1, "1", "2"),
+            &[SummaryKind::Technician],
+        )])
+        .await;
+        let leases = rig.lease().await;
+        let crate::retry::Readmission::Admitted(reservation) = crate::retry::RetryGate::readmit(
+            &rig.governor,
+            "premium",
+            Tokens(700),
+            rig.clock.now(),
+        )
+        .await
+        else {
+            panic!("an idle deployment admits");
+        };
+        let group = AdmittedGroup {
+            tier: Tier::Premium,
+            kind: SummaryKind::Technician,
+            leases,
+            reservation,
+            max_output_tokens: Tokens(120),
+        };
+        let llm = client(vec![answer("Fibre cut at site 8.")]);
+        let outcome = rig.worker(&llm).summarize_admitted(&group).await.unwrap();
+        assert_eq!(outcome.acked, 1);
+        let seen = llm.seen.lock().unwrap();
+        assert_eq!(seen.len(), 1);
+        assert_eq!(seen[0].max_tokens, 120);
     }
 }

@@ -45,27 +45,25 @@ pub enum PutOutcome {
 
 /// Whether `candidate` should replace `current` for the same (ticket, kind).
 ///
-/// Newer versions always win; for the same version the higher [`Summary::standing`]
-/// wins, so a late fallback cannot overwrite a finished LLM summary, while the instant
-/// summary written at ingest gives way to the degraded one that says no LLM summary is
-/// coming.
+/// Newer versions always win. For the same version the [`standing`] decides, so a
+/// late fallback cannot overwrite a finished LLM summary, while a fallback does
+/// replace the instant extractive summary: its `degraded` flag tells readers that
+/// the LLM summary of this version is not coming.
 pub fn replaces(candidate: &Summary, current: &Summary) -> bool {
     if candidate.version != current.version {
         return candidate.version > current.version;
     }
-    candidate.standing() > current.standing()
+    standing(candidate) > standing(current)
 }
 
-impl Summary {
-    /// Rank against other summaries of the same version: the instant extractive summary
-    /// (0) < a degraded extractive one, written when the LLM one could not be had (1) <
-    /// an LLM summary (2). Both store backends compare this.
-    pub fn standing(&self) -> u8 {
-        match (self.tier, self.degraded) {
-            (Tier::Extractive, false) => 0,
-            (Tier::Extractive, true) => 1,
-            (Tier::Standard | Tier::Premium, _) => 2,
-        }
+/// How summaries of one version rank: the instant extractive summary (0), an
+/// extractive fallback after the LLM path gave up (1), an LLM summary (2). Both
+/// store backends rank by this one function.
+pub fn standing(summary: &Summary) -> u8 {
+    match (summary.tier, summary.degraded) {
+        (Tier::Extractive, false) => 0,
+        (Tier::Extractive, true) => 1,
+        (Tier::Standard | Tier::Premium, _) => 2,
     }
 }
 

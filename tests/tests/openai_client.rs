@@ -1,8 +1,8 @@
 //! The Azure OpenAI REST client against a local server speaking the real shapes.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -1,8 +1,8 @@
 //! Work-note write-back against a local Table API server and a real redis-server outbox.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
 use std::time::Duration;
 

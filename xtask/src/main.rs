@@ -133,8 +133,8 @@ fn musl_target_installed() -> bool {
         })
 }
 
-/// Lays out the app root in `out` (replacing what was there): `host.json`, one folder per
-/// function of `root/function-defs/` with its `function.json`, and `binary` as `handler`.
+/// Lays out the app root in `out` (replacing what was there): `root/host.json`, one folder
+/// per function of `root/function-defs/` with its `function.json`, and `binary` as `handler`.
 /// A `local.settings.json` at the repository root is copied too, for `func start`.
 pub fn assemble(root: &Path, binary: &Path, out: &Path, options: &DistOptions) -> Result<()> {
     let defs = root.join("function-defs");
@@ -142,7 +142,7 @@ pub fn assemble(root: &Path, binary: &Path, out: &Path, options: &DistOptions) -
         fs::remove_dir_all(out).with_context(|| format!("could not clear {}", out.display()))?;
     }
     fs::create_dir_all(out)?;
-    copy(&defs.join("host.json"), &out.join("host.json"))?;
+    copy(&root.join("host.json"), &out.join("host.json"))?;
     for function in function_folders(&defs)? {
         let definition = defs.join(&function).join("function.json");
         let text = fs::read_to_string(&definition)

@@ -22,6 +22,8 @@ enum Command {
     Train(cli::train::TrainArgs),
     /// Serve the Azure OpenAI simulator on 127.0.0.1.
     Simulate(cli::simulate::SimulateArgs),
+    /// Replay a storm through the naive design and stormgate, on virtual time.
+    Replay(cli::replay::ReplayArgs),
 }
 
 #[tokio::main]
@@ -29,5 +31,9 @@ async fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Train(args) => cli::train::run(&args),
         Command::Simulate(args) => cli::simulate::run(args).await,
+        // The replay runs its own single-threaded runtime on virtual time.
+        Command::Replay(args) => std::thread::spawn(move || cli::replay::run(args))
+            .join()
+            .map_err(|_| anyhow::anyhow!("the replay thread panicked"))?,
     }
 }

@@ -1,4 +1,5 @@
 //! Subcommands of the `stormgate` command line, one module each.
 
+pub mod replay;
 pub mod simulate;
 pub mod train;

@@ -1,6 +1,16 @@
-//! `rollup` (timer, every minute): executive summary for each region whose roll-up is due.
+//! `rollup` (timer, every minute): executive summary for each region whose roll-up is due,
+//! on the standard deployment when the governor admits the call, extractive otherwise.
+//! The same tick drains the ServiceNow work-note outbox, when write-back is configured.
+
+use std::sync::Mutex;
+use std::time::Duration;
 
 use axum::extract::State;
+use rand::SeedableRng;
+use rand::rngs::SmallRng;
+use serde_json::json;
+use stormgate_shared::retry::RetryPolicy;
+use stormgate_shared::rollup::RollupWorker;
 
 use crate::app::AppState;
 use crate::error::ApiError;
@@ -8,10 +18,65 @@ use crate::invocation::{InvocationRequest, InvocationResponse};
 
 pub const TIMER_BINDING: &str = "timer";
 
+/// Tickets a roll-up reads per region (the most recent ones).
+const TICKETS_PER_ROLLUP: usize = 500;
+/// Pending work notes retried per tick.
+const WORK_NOTES_PER_TICK: usize = 50;
+
 pub async fn run(
-    State(_state): State<AppState>,
+    State(state): State<AppState>,
     invocation: InvocationRequest,
 ) -> Result<InvocationResponse, ApiError> {
     let _timer = invocation.timer(TIMER_BINDING)?;
-    Err(ApiError::NotImplemented("regional roll-up"))
+    let runtime = state.summarization.clone().ok_or(ApiError::NotImplemented(
+        "regional roll-up without an LLM runtime",
+    ))?;
+    let store = state.store().await?;
+    let worker = RollupWorker {
+        store: store.as_ref(),
+        client: runtime.client.as_ref(),
+        gate: &runtime.governor,
+        clock: state.clock.as_ref(),
+        deployment: runtime.standard.clone(),
+        admission_wait: Duration::from_secs(10),
+        retry: RetryPolicy {
+            max_attempts: 2,
+            ..runtime.settings.retry
+        },
+        rng: Mutex::new(SmallRng::seed_from_u64(
+            runtime.seed ^ state.clock.now().as_millis(),
+        )),
+    };
+    let mut rolled = Vec::new();
+    for region in store.take_due_regions().await? {
+        // A region whose tickets cannot be listed is skipped, not failed: its next
+        // ingest marks it due again.
+        let tickets = match store.region_tickets(&region, TICKETS_PER_ROLLUP).await {
+            Ok(tickets) => tickets,
+            Err(error) => {
+                tracing::warn!(%region, %error, "region skipped in this roll-up");
+                continue;
+            }
+        };
+        let outcome = worker.rollup_region(&region, &tickets).await?;
+        rolled.push(json!({
+            "region": region,
+            "tier": outcome.summary.tier,
+            "degraded": outcome.summary.degraded,
+            "llm_calls": outcome.llm_calls,
+        }));
+    }
+    let work_notes = match &runtime.work_notes {
+        Some(sink) => match sink.drain(state.clock.as_ref(), WORK_NOTES_PER_TICK).await {
+            Ok(report) => Some(report),
+            Err(error) => {
+                tracing::warn!(%error, "work-note outbox not drained");
+                None
+            }
+        },
+        None => None,
+    };
+    InvocationResponse::new()
+        .with_return_value(json!({"rollups": rolled, "work_notes": work_notes}))
+        .map_err(|e| ApiError::Internal(e.to_string()))
 }

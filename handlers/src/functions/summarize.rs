@@ -1,16 +1,46 @@
 //! `summarize-premium` and `summarize-standard` (queue triggers): run the shared
 //! summarize step on one handed-off group of leases for that tier, then acknowledge.
+//!
+//! The queue message is dispatch's [`AdmittedGroup`]. The summaries are stored and the
+//! leases acknowledged by the shared step; afterwards, technician summaries go to
+//! ServiceNow as work notes (one attempt, failures to the outbox, never failing the
+//! invocation) and customer notices leave through the Kafka output binding.
+
+use std::sync::{Arc, Mutex};
 
 use axum::extract::State;
-use serde_json::Value;
+use rand::SeedableRng;
+use rand::rngs::SmallRng;
+use serde_json::json;
+use stormgate_shared::dispatcher::AdmittedGroup;
+use stormgate_shared::governor::Governor;
 use stormgate_shared::job::Tier;
+use stormgate_shared::llm::LlmClient;
+use stormgate_shared::summarize::{Deployment, SummarizeSettings, TierWorker};
 
 use crate::app::AppState;
 use crate::error::ApiError;
 use crate::invocation::{InvocationRequest, InvocationResponse};
+use crate::servicenow::WorkNoteSink;
 
 /// The queueTrigger binding's name in both tiers' function.json.
 pub const HANDOFF_BINDING: &str = "handoff";
+/// The Kafka output binding customer notices are published through.
+pub const NOTIFICATIONS_BINDING: &str = "notifications";
+
+/// What the tier functions need beyond the store: the LLM client, the governor, the
+/// two deployments and the optional ServiceNow sink. Built once at start-up.
+#[derive(Debug)]
+pub struct SummarizeRuntime {
+    pub client: Arc<dyn LlmClient>,
+    pub governor: Governor,
+    pub premium: Deployment,
+    pub standard: Deployment,
+    pub settings: SummarizeSettings,
+    pub work_notes: Option<WorkNoteSink>,
+    /// Mixed into each invocation's jitter seed.
+    pub seed: u64,
+}
 
 pub async fn premium(
     state: State<AppState>,
@@ -27,10 +57,73 @@ pub async fn standard(
 }
 
 async fn summarize(
-    State(_state): State<AppState>,
-    _tier: Tier,
+    State(state): State<AppState>,
+    tier: Tier,
     invocation: InvocationRequest,
 ) -> Result<InvocationResponse, ApiError> {
-    let _handoff: Value = invocation.queue_message(HANDOFF_BINDING)?;
-    Err(ApiError::NotImplemented("summarization"))
+    let handoff: AdmittedGroup = invocation.queue_message(HANDOFF_BINDING)?;
+    if handoff.tier != tier {
+        return Err(ApiError::BadRequest(format!(
+            "a {} hand-off reached the {tier} function",
+            handoff.tier
+        )));
+    }
+    let runtime = state.summarization.clone().ok_or(ApiError::NotImplemented(
+        "summarization without an LLM runtime",
+    ))?;
+    let deployment = match tier {
+        Tier::Premium => runtime.premium.clone(),
+        Tier::Standard => runtime.standard.clone(),
+        Tier::Extractive => {
+            return Err(ApiError::BadRequest(
+                "extractive work has no tier function".into(),
+            ));
+        }
+    };
+    let store = state.store().await?;
+    let worker = TierWorker {
+        store: store.as_ref(),
+        client: runtime.client.as_ref(),
+        gate: &runtime.governor,
+        clock: state.clock.as_ref(),
+        deployment,
+        settings: runtime.settings,
+        // Distinct per invocation so that workers never share a jitter sequence.
+        rng: Mutex::new(SmallRng::seed_from_u64(
+            runtime.seed ^ state.clock.now().as_millis(),
+        )),
+    };
+    let outcome = worker.summarize_admitted(&handoff).await?;
+
+    if let Some(sink) = &runtime.work_notes
+        && !outcome.work_notes.is_empty()
+    {
+        // Summaries are stored already: a ServiceNow problem must not fail them.
+        if let Err(error) = sink
+            .deliver_new(&outcome.work_notes, state.clock.as_ref())
+            .await
+        {
+            tracing::warn!(%error, "work notes could not be delivered or queued");
+        }
+    }
+
+    let mut response = InvocationResponse::new()
+        .with_return_value(json!({
+            "tier": tier,
+            "jobs": handoff.leases.len(),
+            "acked": outcome.acked,
+            "lost_leases": outcome.lost_leases,
+            "superseded": outcome.superseded,
+            "llm_calls": outcome.calls.len(),
+            "tokens_used": outcome.tokens_used,
+            "summaries": outcome.summaries,
+        }))
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    if !outcome.notices.is_empty() {
+        // One Kafka message per notice; objects, never bare strings (see with_output).
+        response = response
+            .with_output(NOTIFICATIONS_BINDING, &outcome.notices)
+            .map_err(|e| ApiError::Internal(e.to_string()))?;
+    }
+    Ok(response)
 }

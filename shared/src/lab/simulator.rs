@@ -19,6 +19,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::clock::{Clock, EpochMillis};
+use crate::lab::rng::{SplitMix64, fnv1a};
 use crate::llm::{
     ChatRequest, Completion, HintSource, LlmClient, LlmError, RateLimitView, Role, ThrottleHint,
     Usage,
@@ -704,48 +705,6 @@ fn alarm_shape(line: &str) -> String {
 fn sentence(text: &str) -> String {
     let t = text.trim().trim_end_matches(['.', ';', ',']);
     format!("{t}.")
-}
-
-/// SplitMix64: a tiny, portable, seedable generator, so a seed means the same run on
-/// every platform and every version of every dependency.
-#[derive(Debug, Clone)]
-pub struct SplitMix64(u64);
-
-impl SplitMix64 {
-    pub fn new(seed: u64) -> Self {
-        SplitMix64(seed)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in [0, 1).
-    pub fn next_f64(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    /// True with probability `p`; draws nothing when `p` is zero, so adding a fault
-    /// kind does not shift the random stream of runs that do not use it.
-    pub fn chance(&mut self, p: f64) -> bool {
-        p > 0.0 && self.next_f64() < p
-    }
-
-    /// Uniform in `0..n` (0 when `n` is 0).
-    pub fn below(&mut self, n: u64) -> u64 {
-        if n == 0 { 0 } else { self.next_u64() % n }
-    }
-}
-
-/// FNV-1a, for deriving per-name seeds.
-pub fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
 }
 
 /// The simulator as an in-process [`LlmClient`] on `clock`: requests are metered at

@@ -17,7 +17,7 @@
 //! | key                               | type   | content                                                  |
 //! |-----------------------------------|--------|----------------------------------------------------------|
 //! | `{ns}:ticket:<sys_id>`            | hash   | `version`, `snapshot` (JSON), `region` (when it has one) |
-//! | `{ns}:summary:<sys_id>`           | hash   | per kind: `<kind>` (JSON), `<kind>:version`, `<kind>:rank` ([`Summary::standing`]) |
+//! | `{ns}:summary:<sys_id>`           | hash   | per kind: `<kind>` (JSON), `<kind>:version`, `<kind>:rank` (extractive 0, LLM 1) |
 //! | `{ns}:job:<job id>`               | hash   | `json`, `ticket`, `version`, `kind`, `tier`, `rank`, `enq`, `co`; while leased `token`, `exp`; `cancelled` |
 //! | `{ns}:ticket_jobs:<sys_id>`       | set    | ids of the ticket's pending and leased jobs              |
 //! | `{ns}:pending:<tier>:<rank>`      | zset   | pending job ids of one tier and severity, score = enqueued_at |
@@ -55,7 +55,7 @@ use super::{
 use crate::clock::EpochMillis;
 use crate::job::{Job, JobId, SummaryKind, Tier};
 use crate::severity::Severity;
-use crate::summary::{PutOutcome, Summary};
+use crate::summary::{PutOutcome, Summary, standing};
 use crate::ticket_id::TicketId;
 
 /// A store namespace: 1 to 64 characters from `A-Z a-z 0-9 _ - . :`, so that it can
@@ -285,10 +285,9 @@ impl RedisStore {
     }
 }
 
-/// A summary's standing against others of the same version, as
-/// [`crate::summary::replaces`] ranks it.
+/// A summary's standing against others of the same version (see [`standing`]).
 fn summary_rank(summary: &Summary) -> u8 {
-    summary.standing()
+    standing(summary)
 }
 
 /// The 9 arguments `enqueue_at` in `lib.lua` reads for one job.

@@ -1,0 +1,908 @@
+//! The replay engine: one scenario, several policies, the same trace, virtual time.
+//!
+//! Each policy gets its own fresh simulator (same deployments, same seed) and its own
+//! store, and runs on a [`VirtualTime`] scheduler:
+//! - `stormgate` drives the product itself: [`crate::ingest::classify_batch`] for every
+//!   event as it arrives, [`crate::dispatcher::dispatch_once`] on the dispatch timer's
+//!   period, [`crate::summarize::TierWorker::summarize_group`] for every admitted group
+//!   (one invocation per queue message, as the tier functions run), and the extractive
+//!   write-and-acknowledge for groups the dispatcher spills to the extractive tier;
+//!   the governor and store are the real ones (memory, or Redis with a URL).
+//! - `naive` is the seed's original design, written here as a policy: every summary is
+//!   one call to the premium deployment with the whole log, retried by three stacked
+//!   layers (SDK 2 retries honouring Retry-After, a wrapper's 3 attempts and a graph
+//!   node's re-run, fixed backoff, no jitter), with no fallback and no cooldown.
+//!
+//! What happened is collected in a [`PolicyRun`] that [`crate::lab::report`] turns
+//! into figures.
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rand::SeedableRng;
+use rand::rngs::SmallRng;
+use serde::{Deserialize, Serialize};
+
+use crate::classifier::Classifier;
+use crate::clock::{Clock, EpochMillis};
+use crate::dispatch_policy::DispatchConfig;
+use crate::dispatcher::{DispatchContext, dispatch_once};
+use crate::governor::{
+    DeploymentBudget, DeploymentName, Governor, GovernorPolicy, Ledger, MemoryLedger,
+};
+use crate::ingest::{IngestContext, IngestPolicy, RawEvent, classify_batch};
+use crate::job::{SummaryKind, Tier};
+use crate::lab::scenario::{Scenario, ScenarioError};
+use crate::lab::simulator::{
+    DeploymentConfig, InProcessSimulator, Latency, SimulatorConfig, SimulatorCore,
+};
+use crate::lab::trace::TraceEvent;
+use crate::lab::virtual_time::{Shared, VirtualClock, VirtualTime};
+use crate::llm::{ChatMessage, ChatRequest, LlmClient, LlmError, Role};
+use crate::severity::Severity;
+use crate::snapshot::TicketSnapshot;
+use crate::store::memory::MemoryStore;
+use crate::store::{Lease, Store};
+use crate::summarize::{Deployment, SummarizeSettings, SummarySource, TierWorker};
+use crate::summary::{EXTRACTIVE_MODEL, Summary};
+use crate::tokens::Tokens;
+
+/// The policies a replay can compare.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PolicyName {
+    Naive,
+    Stormgate,
+}
+
+impl PolicyName {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PolicyName::Naive => "naive",
+            PolicyName::Stormgate => "stormgate",
+        }
+    }
+}
+
+impl std::str::FromStr for PolicyName {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "naive" => Ok(PolicyName::Naive),
+            "stormgate" => Ok(PolicyName::Stormgate),
+            other => Err(format!("unknown policy {other:?} (naive, stormgate)")),
+        }
+    }
+}
+
+/// Where the stormgate policy keeps its state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Backend {
+    Memory,
+    /// A Redis URL; the run uses its own key namespace.
+    Redis(String),
+}
+
+/// Settings of one replay.
+#[derive(Debug, Clone)]
+pub struct ReplayOptions {
+    pub seed: u64,
+    pub policies: Vec<PolicyName>,
+    pub backend: Backend,
+    /// The dispatch timer's period (function.json: every 5 s).
+    pub dispatch_period: Duration,
+    /// How often gauges are sampled for the charts.
+    pub sample_period: Duration,
+    /// How long after the last arrival work may still drain.
+    pub drain_limit: Duration,
+}
+
+impl Default for ReplayOptions {
+    fn default() -> Self {
+        ReplayOptions {
+            seed: 2026,
+            policies: vec![PolicyName::Naive, PolicyName::Stormgate],
+            backend: Backend::Memory,
+            dispatch_period: Duration::from_secs(5),
+            sample_period: Duration::from_secs(10),
+            drain_limit: Duration::from_secs(3 * 3_600),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    #[error(transparent)]
+    Scenario(#[from] ScenarioError),
+    #[error("replay setup failed: {0}")]
+    Setup(String),
+}
+
+/// What one ticket went through under one policy.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct TicketTrack {
+    pub number: String,
+    pub severity: Option<Severity>,
+    pub arrived: EpochMillis,
+    /// First summary of any kind stored for the ticket (technician).
+    pub first_summary: Option<EpochMillis>,
+    /// First LLM technician summary stored.
+    pub llm_summary: Option<EpochMillis>,
+    pub llm_tier: Option<Tier>,
+    /// When the last technician job of the ticket left the queue (LLM, extractive or given up).
+    pub settled: Option<EpochMillis>,
+    /// The longest any of its technician jobs waited to leave the queue, in ms.
+    pub max_wait_ms: u64,
+    pub extractive_only: bool,
+}
+
+/// One sample of the gauges.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Sample {
+    pub at: EpochMillis,
+    /// Tokens the simulator's meter holds in the last minute, per deployment.
+    pub window_tokens: BTreeMap<String, u64>,
+    /// Jobs waiting (queued, or naive call chains in flight).
+    pub queue_depth: u64,
+}
+
+/// Everything a policy's run left behind.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PolicyRun {
+    pub policy: PolicyName,
+    pub tickets: BTreeMap<String, TicketTrack>,
+    pub samples: Vec<Sample>,
+    /// Per deployment: calls, 429s, billed prompt and completion tokens.
+    pub deployments: BTreeMap<String, DeploymentTotals>,
+    /// 429s per minute since the start.
+    pub throttles_per_minute: BTreeMap<u64, u64>,
+    pub started: EpochMillis,
+    pub finished: EpochMillis,
+    pub wakes: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeploymentTotals {
+    pub model: String,
+    pub tpm: u64,
+    pub calls: u64,
+    pub throttled: u64,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+/// Called with the fraction of the current policy done, for progress bars.
+pub type Progress<'a> = &'a mut dyn FnMut(PolicyName, f64);
+
+/// Runs every policy of `options` on `scenario`'s trace.
+pub async fn replay(
+    scenario: &Scenario,
+    options: &ReplayOptions,
+    progress: Progress<'_>,
+) -> Result<Vec<PolicyRun>, ReplayError> {
+    let trace = scenario
+        .plan(options.seed)?
+        .into_iter()
+        .map(TraceEvent::Planned)
+        .collect();
+    replay_trace(scenario, trace, options, progress).await
+}
+
+/// Runs every policy of `options` on a given trace (a recorded history, say), with
+/// `scenario`'s deployments and start.
+pub async fn replay_trace(
+    scenario: &Scenario,
+    trace: Vec<TraceEvent>,
+    options: &ReplayOptions,
+    progress: Progress<'_>,
+) -> Result<Vec<PolicyRun>, ReplayError> {
+    let plan = Rc::new(trace);
+    let mut runs = Vec::new();
+    for &policy in &options.policies {
+        let local = tokio::task::LocalSet::new();
+        let run = local
+            .run_until(run_policy(
+                policy,
+                scenario,
+                plan.clone(),
+                options,
+                progress,
+            ))
+            .await?;
+        runs.push(run);
+    }
+    Ok(runs)
+}
+
+/// The simulator both policies call: the scenario's two deployments.
+pub fn simulator_config(scenario: &Scenario, seed: u64) -> SimulatorConfig {
+    let deployment = |d: &crate::lab::scenario::DeploymentSpec| {
+        let mut c = DeploymentConfig::new(&d.deployment, &d.model, d.tpm);
+        c.latency = Latency {
+            first_token_ms: d.first_token_ms,
+            per_output_token_ms: d.per_output_token_ms,
+        };
+        c
+    };
+    SimulatorConfig::new(
+        seed,
+        vec![
+            deployment(&scenario.premium),
+            deployment(&scenario.standard),
+        ],
+    )
+}
+
+struct Recorder {
+    tickets: BTreeMap<String, TicketTrack>,
+    samples: Vec<Sample>,
+    /// sys_id → number, to map job ids back to tickets.
+    numbers: BTreeMap<String, String>,
+    in_flight: u64,
+    arrivals_done: bool,
+}
+
+impl Recorder {
+    fn track(&mut self, sys_id: &str) -> Option<&mut TicketTrack> {
+        let number = self.numbers.get(sys_id)?;
+        self.tickets.get_mut(number)
+    }
+}
+
+async fn run_policy(
+    policy: PolicyName,
+    scenario: &Scenario,
+    plan: Rc<Vec<TraceEvent>>,
+    options: &ReplayOptions,
+    progress: Progress<'_>,
+) -> Result<PolicyRun, ReplayError> {
+    let start = scenario.start_millis()?;
+    let vt = VirtualTime::starting_at(start);
+    let clock = vt.clock();
+    let core = Arc::new(SimulatorCore::new(&simulator_config(
+        scenario,
+        options.seed,
+    )));
+    let client = Arc::new(ThrottleCounting {
+        inner: InProcessSimulator::new(
+            core.clone(),
+            Arc::new(clock.clone()),
+            Duration::from_secs(60),
+        ),
+        clock: clock.clone(),
+        start,
+        per_minute: std::sync::Mutex::default(),
+    });
+    let recorder: Shared<Recorder> = Rc::new(std::cell::RefCell::new(Recorder {
+        tickets: BTreeMap::new(),
+        samples: Vec::new(),
+        numbers: BTreeMap::new(),
+        in_flight: 0,
+        arrivals_done: false,
+    }));
+    let last_arrival = plan.last().map(|e| e.at()).unwrap_or(start);
+    let horizon = last_arrival.plus(options.drain_limit);
+
+    match policy {
+        PolicyName::Naive => start_naive(
+            &vt,
+            scenario,
+            plan.clone(),
+            options,
+            client.clone(),
+            recorder.clone(),
+        ),
+        PolicyName::Stormgate => {
+            start_stormgate(
+                &vt,
+                scenario,
+                plan.clone(),
+                options,
+                client.clone(),
+                recorder.clone(),
+            )
+            .await?
+        }
+    }
+    start_sampler(
+        &vt,
+        scenario,
+        options,
+        core.clone(),
+        recorder.clone(),
+        policy,
+    );
+
+    // Run in slices so the progress bar moves.
+    let total = last_arrival.since(start).as_millis().max(1) as f64;
+    let mut wakes = 0;
+    let mut until = start;
+    loop {
+        until = until.plus(Duration::from_secs(600));
+        wakes += vt.run(until.min(horizon)).await;
+        let done = vt.now().since(start).as_millis() as f64 / total;
+        progress(policy, done.min(1.0));
+        if until >= horizon || vt.live_tasks() == 0 {
+            break;
+        }
+        let r = recorder.borrow();
+        if r.arrivals_done && r.in_flight == 0 && vt.live_tasks() <= 2 && vt.now() >= last_arrival {
+            // Only the timers are left: the work has drained.
+            break;
+        }
+    }
+    let finished = vt.now();
+    let mut deployments = BTreeMap::new();
+    for spec in [&scenario.premium, &scenario.standard] {
+        let stats = core.stats(&spec.deployment).unwrap_or_default();
+        deployments.insert(
+            spec.deployment.clone(),
+            DeploymentTotals {
+                model: spec.model.clone(),
+                tpm: spec.tpm,
+                calls: stats.requests,
+                throttled: stats.throttled,
+                prompt_tokens: stats.prompt_tokens,
+                completion_tokens: stats.completion_tokens,
+            },
+        );
+    }
+    let recorder = recorder.borrow();
+    Ok(PolicyRun {
+        policy,
+        tickets: recorder.tickets.clone(),
+        samples: recorder.samples.clone(),
+        deployments,
+        throttles_per_minute: client
+            .per_minute
+            .lock()
+            .map(|m| m.clone())
+            .unwrap_or_default(),
+        started: start,
+        finished,
+        wakes,
+    })
+}
+
+/// The simulator as the policies' `LlmClient`, counting 429s per minute on the way
+/// through (the simulator itself counts totals).
+#[derive(Debug)]
+struct ThrottleCounting {
+    inner: InProcessSimulator,
+    clock: VirtualClock,
+    start: EpochMillis,
+    per_minute: std::sync::Mutex<BTreeMap<u64, u64>>,
+}
+
+#[async_trait::async_trait]
+impl LlmClient for ThrottleCounting {
+    async fn complete(&self, request: &ChatRequest) -> Result<crate::llm::Completion, LlmError> {
+        let minute = self.clock.now().since(self.start).as_secs() / 60;
+        let result = self.inner.complete(request).await;
+        if matches!(result, Err(LlmError::RateLimited { .. })) {
+            let mut m = self
+                .per_minute
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            *m.entry(minute).or_default() += 1;
+        }
+        result
+    }
+}
+
+fn start_sampler(
+    vt: &Arc<VirtualTime>,
+    scenario: &Scenario,
+    options: &ReplayOptions,
+    core: Arc<SimulatorCore>,
+    recorder: Shared<Recorder>,
+    policy: PolicyName,
+) {
+    let clock = vt.clock();
+    let period = options.sample_period;
+    let names = [
+        scenario.premium.deployment.clone(),
+        scenario.standard.deployment.clone(),
+    ];
+    let _ = policy;
+    vt.spawn(async move {
+        loop {
+            let now = clock.now();
+            let mut window_tokens = BTreeMap::new();
+            for n in &names {
+                window_tokens.insert(n.clone(), core.tokens_in_window(n, now).unwrap_or(0));
+            }
+            let done = {
+                let mut r = recorder.borrow_mut();
+                let depth = r.in_flight;
+                r.samples.push(Sample {
+                    at: now,
+                    window_tokens,
+                    queue_depth: depth,
+                });
+                r.arrivals_done && r.in_flight == 0
+            };
+            if done {
+                return;
+            }
+            clock.sleep(period).await;
+        }
+    });
+}
+
+fn register_arrival(recorder: &Shared<Recorder>, seed: u64, e: &TraceEvent) {
+    let mut r = recorder.borrow_mut();
+    let number = e.number();
+    r.numbers.insert(e.sys_id(seed), number.clone());
+    r.tickets
+        .entry(number.clone())
+        .or_insert_with(|| TicketTrack {
+            number,
+            severity: Some(e.severity()),
+            arrived: e.at(),
+            ..TicketTrack::default()
+        });
+}
+
+// ---------------------------------------------------------------- naive policy
+
+/// The naive design's retry stack: SDK × wrapper × graph node.
+#[derive(Debug, Clone, Copy)]
+pub struct NaiveRetries {
+    pub sdk_attempts: u32,
+    /// The SDK waits the Retry-After when it is at most this long, else its own backoff.
+    pub sdk_retry_after_cap: Duration,
+    pub sdk_backoff: Duration,
+    pub wrapper_attempts: u32,
+    pub wrapper_backoff: Duration,
+    pub node_runs: u32,
+    pub node_backoff: Duration,
+}
+
+impl Default for NaiveRetries {
+    fn default() -> Self {
+        NaiveRetries {
+            sdk_attempts: 3,
+            sdk_retry_after_cap: Duration::from_secs(60),
+            sdk_backoff: Duration::from_secs(1),
+            wrapper_attempts: 3,
+            wrapper_backoff: Duration::from_secs(2),
+            node_runs: 2,
+            node_backoff: Duration::from_secs(5),
+        }
+    }
+}
+
+fn start_naive(
+    vt: &Arc<VirtualTime>,
+    scenario: &Scenario,
+    plan: Rc<Vec<TraceEvent>>,
+    options: &ReplayOptions,
+    client: Arc<ThrottleCounting>,
+    recorder: Shared<Recorder>,
+) {
+    let clock = vt.clock();
+    let vt2 = vt.clone();
+    let seed = options.seed;
+    let deployment = scenario.premium.deployment.clone();
+    let max_tokens = scenario.max_tokens;
+    vt.spawn(async move {
+        for e in plan.iter() {
+            let wait = e.at().since(clock.now());
+            if !wait.is_zero() {
+                clock.sleep(wait).await;
+            }
+            register_arrival(&recorder, seed, e);
+            let record = e.record(seed);
+            let mut requests = vec![(
+                SummaryKind::Technician,
+                naive_request(&deployment, &record, max_tokens, false),
+            )];
+            let customers = record["u_customers_affected"]
+                .as_str()
+                .and_then(|s| s.parse::<u64>().ok())
+                .unwrap_or(0);
+            if customers >= NAIVE_CUSTOMER_NOTICE_FROM {
+                requests.push((
+                    SummaryKind::Customer,
+                    naive_request(&deployment, &record, 200, true),
+                ));
+            }
+            for (kind, request) in requests {
+                recorder.borrow_mut().in_flight += 1;
+                let number = e.number();
+                let queued_at = e.at();
+                let client = client.clone();
+                let recorder = recorder.clone();
+                let clock = clock.clone();
+                vt2.spawn(async move {
+                    let done = naive_call_chain(
+                        client.as_ref(),
+                        &clock,
+                        &request,
+                        NaiveRetries::default(),
+                    )
+                    .await;
+                    let now = clock.now();
+                    let mut r = recorder.borrow_mut();
+                    r.in_flight -= 1;
+                    if kind == SummaryKind::Technician
+                        && let Some(t) = r.tickets.get_mut(&number)
+                    {
+                        t.settled = Some(now);
+                        t.max_wait_ms = t.max_wait_ms.max(now.since(queued_at).as_millis() as u64);
+                        if done {
+                            t.first_summary.get_or_insert(now);
+                            t.llm_summary.get_or_insert(now);
+                            t.llm_tier = Some(Tier::Premium);
+                        }
+                    }
+                });
+            }
+        }
+        recorder.borrow_mut().arrivals_done = true;
+    });
+}
+
+/// Customers affected from which the original pipeline sent a customer notice.
+const NAIVE_CUSTOMER_NOTICE_FROM: u64 = 10;
+
+/// The whole ticket record as the prompt, as the original pipeline sent it.
+fn naive_request(
+    deployment: &str,
+    record: &serde_json::Value,
+    max_tokens: u32,
+    customer: bool,
+) -> ChatRequest {
+    let text = |k: &str| record[k].as_str().unwrap_or_default().to_owned();
+    let user = format!(
+        "{} {}\n{}\n{}\n{}",
+        text("number"),
+        text("short_description"),
+        text("description"),
+        text("u_alarm_log"),
+        text("work_notes"),
+    );
+    let system = if customer {
+        "Write a short, plain-language status update for customers affected by this network incident."
+    } else {
+        "You are a network operations assistant. Summarize this trouble ticket for the technician in five sentences: what failed, impact, what has been tried, current state, next step."
+    };
+    ChatRequest {
+        deployment: deployment.to_owned(),
+        messages: vec![
+            ChatMessage {
+                role: Role::System,
+                content: system.to_owned(),
+            },
+            ChatMessage {
+                role: Role::User,
+                content: user,
+            },
+        ],
+        max_tokens,
+        temperature: 0.2,
+    }
+}
+
+/// SDK retries inside a wrapper's attempts inside a graph node's runs. True when a
+/// completion came back.
+async fn naive_call_chain(
+    client: &dyn LlmClient,
+    clock: &VirtualClock,
+    request: &ChatRequest,
+    retries: NaiveRetries,
+) -> bool {
+    for node_run in 0..retries.node_runs {
+        for wrapper_try in 0..retries.wrapper_attempts {
+            for sdk_try in 0..retries.sdk_attempts {
+                let wait = match client.complete(request).await {
+                    Ok(_) => return true,
+                    Err(LlmError::RateLimited { hint, .. }) => match hint.wait {
+                        Some(w) if w <= retries.sdk_retry_after_cap => w,
+                        _ => retries.sdk_backoff * 2u32.pow(sdk_try),
+                    },
+                    Err(e) if e.is_retryable() => retries.sdk_backoff * 2u32.pow(sdk_try),
+                    Err(_) => return false,
+                };
+                if sdk_try + 1 < retries.sdk_attempts {
+                    clock.sleep(wait).await;
+                }
+            }
+            if wrapper_try + 1 < retries.wrapper_attempts {
+                clock.sleep(retries.wrapper_backoff).await;
+            }
+        }
+        if node_run + 1 < retries.node_runs {
+            clock.sleep(retries.node_backoff).await;
+        }
+    }
+    false
+}
+
+// ------------------------------------------------------------ stormgate policy
+
+/// The product's parts the stormgate policy runs, shared by its tasks.
+struct Product {
+    store: Arc<dyn Store>,
+    governor: Governor,
+    classifier: Classifier,
+    ingest: IngestPolicy,
+    dispatch: DispatchConfig,
+    client: Arc<dyn LlmClient>,
+    clock: VirtualClock,
+    premium: Deployment,
+    standard: Deployment,
+    seed: u64,
+}
+
+async fn start_stormgate(
+    vt: &Arc<VirtualTime>,
+    scenario: &Scenario,
+    plan: Rc<Vec<TraceEvent>>,
+    options: &ReplayOptions,
+    client: Arc<ThrottleCounting>,
+    recorder: Shared<Recorder>,
+) -> Result<(), ReplayError> {
+    let clock = vt.clock();
+    let (store, ledger) = backend(&options.backend, options.seed).await?;
+    let budgets = [
+        (Tier::Premium, &scenario.premium),
+        (Tier::Standard, &scenario.standard),
+    ]
+    .into_iter()
+    .map(|(tier, d)| {
+        Ok(DeploymentBudget {
+            tier,
+            deployment: d
+                .deployment
+                .parse::<DeploymentName>()
+                .map_err(|e| ReplayError::Setup(e.to_string()))?,
+            tpm: d.tpm,
+        })
+    })
+    .collect::<Result<Vec<_>, ReplayError>>()?;
+    let governor = Governor::new(ledger, GovernorPolicy::default(), budgets);
+    let classifier = Classifier::embedded().map_err(|e| ReplayError::Setup(e.to_string()))?;
+    let product = Rc::new(Product {
+        store,
+        governor,
+        classifier,
+        ingest: IngestPolicy::default(),
+        dispatch: DispatchConfig::default(),
+        client,
+        clock: clock.clone(),
+        premium: Deployment {
+            tier: Tier::Premium,
+            name: scenario.premium.deployment.clone(),
+            model: scenario.premium.model.clone(),
+        },
+        standard: Deployment {
+            tier: Tier::Standard,
+            name: scenario.standard.deployment.clone(),
+            model: scenario.standard.model.clone(),
+        },
+        seed: options.seed,
+    });
+    start_feed(vt, plan, product.clone(), recorder.clone());
+    start_dispatch(vt, options.dispatch_period, product, recorder);
+    Ok(())
+}
+
+async fn backend(
+    backend: &Backend,
+    seed: u64,
+) -> Result<(Arc<dyn Store>, Arc<dyn Ledger>), ReplayError> {
+    match backend {
+        Backend::Memory => Ok((Arc::new(MemoryStore::new()), Arc::new(MemoryLedger::new()))),
+        Backend::Redis(url) => {
+            let client =
+                redis::Client::open(url.as_str()).map_err(|e| ReplayError::Setup(e.to_string()))?;
+            let namespace = format!("stormgate-lab-{seed}").parse().map_err(
+                |e: crate::store::redis::NamespaceParseError| ReplayError::Setup(e.to_string()),
+            )?;
+            let conn = redis::aio::ConnectionManager::new(client.clone())
+                .await
+                .map_err(|e| ReplayError::Setup(format!("cannot connect to {url}: {e}")))?;
+            let store = crate::store::redis::RedisStore::new(client, namespace);
+            let ledger =
+                crate::governor::RedisLedger::new(conn, format!("stormgate-lab-{seed}:gov"));
+            Ok((Arc::new(store), Arc::new(ledger)))
+        }
+    }
+}
+
+fn start_feed(
+    vt: &Arc<VirtualTime>,
+    plan: Rc<Vec<TraceEvent>>,
+    product: Rc<Product>,
+    recorder: Shared<Recorder>,
+) {
+    let clock = vt.clock();
+    vt.spawn(async move {
+        for e in plan.iter() {
+            let wait = e.at().since(clock.now());
+            if !wait.is_zero() {
+                clock.sleep(wait).await;
+            }
+            register_arrival(&recorder, product.seed, e);
+            let value = serde_json::to_vec(&e.record(product.seed)).unwrap_or_default();
+            let raw = RawEvent {
+                value,
+                ..RawEvent::default()
+            };
+            let ctx = IngestContext {
+                store: product.store.as_ref(),
+                clock: &product.clock,
+                classifier: &product.classifier,
+                policy: &product.ingest,
+            };
+            let outcome = classify_batch(std::slice::from_ref(&raw), &ctx).await;
+            let now = clock.now();
+            if let Ok(o) = outcome
+                && o.accepted > 0
+            {
+                let mut r = recorder.borrow_mut();
+                let id = e.sys_id(product.seed);
+                if let Some(t) = r.track(&id) {
+                    t.first_summary.get_or_insert(now);
+                }
+            }
+        }
+        recorder.borrow_mut().arrivals_done = true;
+    });
+}
+
+fn start_dispatch(
+    vt: &Arc<VirtualTime>,
+    period: Duration,
+    product: Rc<Product>,
+    recorder: Shared<Recorder>,
+) {
+    let clock = vt.clock();
+    let vt2 = vt.clone();
+    vt.spawn(async move {
+        let mut invocation: u64 = 0;
+        loop {
+            let tick_started = clock.now();
+            let ctx = DispatchContext {
+                store: product.store.as_ref(),
+                governor: &product.governor,
+                clock: &product.clock,
+                config: &product.dispatch,
+                emit_gauges: false,
+            };
+            if let Ok(outcome) = dispatch_once(&ctx).await {
+                for spilled in outcome.extractive_work() {
+                    for lease in &spilled.leases {
+                        settle_extractive(&product, lease, &recorder).await;
+                    }
+                }
+                for group in outcome.admitted {
+                    invocation += 1;
+                    let product = product.clone();
+                    let recorder = recorder.clone();
+                    recorder.borrow_mut().in_flight += group.leases.len() as u64;
+                    let seed = product.seed ^ invocation.wrapping_mul(0x9E37_79B9);
+                    vt2.spawn(async move {
+                        run_tier_worker(&product, group, seed, &recorder).await;
+                    });
+                }
+            }
+            let depth = queued(&product).await;
+            let drained = {
+                let r = recorder.borrow();
+                r.arrivals_done && r.in_flight == 0 && depth == 0
+            };
+            if drained {
+                return;
+            }
+            let next = tick_started.plus(period);
+            let wait = next.since(clock.now()).max(Duration::from_millis(1));
+            clock.sleep(wait).await;
+        }
+    });
+}
+
+async fn queued(product: &Product) -> u64 {
+    let mut total = 0;
+    for tier in Tier::LLM {
+        if let Ok(s) = product.store.queue_stats(tier).await {
+            total += s.pending + s.leased;
+        }
+    }
+    total
+}
+
+async fn run_tier_worker(
+    product: &Product,
+    group: crate::dispatcher::AdmittedGroup,
+    seed: u64,
+    recorder: &Shared<Recorder>,
+) {
+    let deployment = match group.tier {
+        Tier::Premium => product.premium.clone(),
+        _ => product.standard.clone(),
+    };
+    let worker = TierWorker {
+        store: product.store.as_ref(),
+        client: product.client.as_ref(),
+        gate: &product.governor,
+        clock: &product.clock,
+        deployment,
+        settings: SummarizeSettings::default(),
+        rng: std::sync::Mutex::new(SmallRng::seed_from_u64(seed)),
+    };
+    let outcome = worker.summarize_admitted(&group).await;
+    let now = product.clock.now();
+    let mut r = recorder.borrow_mut();
+    r.in_flight = r.in_flight.saturating_sub(group.leases.len() as u64);
+    let Ok(outcome) = outcome else {
+        return;
+    };
+    for lease in &group.leases {
+        if lease.job.id.kind != SummaryKind::Technician {
+            continue;
+        }
+        let source = outcome.summaries.get(&lease.job.id.to_string());
+        let Some(t) = r.track(lease.job.id.ticket.as_str()) else {
+            continue;
+        };
+        t.settled = Some(now);
+        t.max_wait_ms = t
+            .max_wait_ms
+            .max(now.since(lease.job.enqueued_at).as_millis() as u64);
+        match source {
+            Some(SummarySource::Llm) => {
+                t.llm_summary.get_or_insert(now);
+                t.llm_tier.get_or_insert(group.tier);
+            }
+            _ => t.extractive_only = t.llm_summary.is_none(),
+        }
+    }
+}
+
+/// A job the dispatcher spilled to the extractive tier: store its extractive summary
+/// (marked degraded) and acknowledge it, as the dispatch function does.
+async fn settle_extractive(product: &Product, lease: &Lease, recorder: &Shared<Recorder>) {
+    let now = product.clock.now();
+    if let Ok(Some((version, snapshot))) = product.store.ticket_snapshot(&lease.job.id.ticket).await
+        && version <= lease.job.id.version
+        && let Ok(snapshot) = serde_json::from_value::<TicketSnapshot>(snapshot)
+    {
+        let text = match lease.job.id.kind {
+            SummaryKind::Customer => crate::extractive::customer(&snapshot).text,
+            SummaryKind::Technician | SummaryKind::Rollup => {
+                crate::extractive::technician(&snapshot)
+            }
+        };
+        let summary = Summary {
+            ticket: lease.job.id.ticket.clone(),
+            number: lease.job.number.clone(),
+            version: lease.job.id.version,
+            kind: lease.job.id.kind,
+            text,
+            tier: Tier::Extractive,
+            model: EXTRACTIVE_MODEL.to_owned(),
+            degraded: true,
+            tokens_used: Tokens::ZERO,
+            created_at: now,
+            prompt_version: None,
+            input: serde_json::Value::Null,
+        };
+        let _ = product.store.put_summary(&summary).await;
+    }
+    let _ = product.store.ack(lease).await;
+    if lease.job.id.kind == SummaryKind::Technician {
+        let mut r = recorder.borrow_mut();
+        if let Some(t) = r.track(lease.job.id.ticket.as_str()) {
+            t.settled = Some(now);
+            t.max_wait_ms = t
+                .max_wait_ms
+                .max(now.since(lease.job.enqueued_at).as_millis() as u64);
+            t.extractive_only = t.llm_summary.is_none();
+        }
+    }
+}

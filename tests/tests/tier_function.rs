@@ -1,0 +1,153 @@
+//! The `summarize-premium` function as the Functions host calls it: a queue-triggered
+//! invocation carrying dispatch's hand-off, answered with the customer notices in the
+//! Kafka output binding. Real Redis, the simulator over HTTP, the real router.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+use stormgate_e2e::tickets::{event, record};
+use stormgate_handlers::app::{AppState, app};
+use stormgate_handlers::config::Settings;
+use stormgate_handlers::functions::summarize::{NOTIFICATIONS_BINDING, SummarizeRuntime};
+use stormgate_handlers::lazy_store::LazyStore;
+use stormgate_handlers::openai::{AzureOpenAiClient, OpenAiAuth, OpenAiConfig};
+use stormgate_handlers::simulator_http::spawn_simulator;
+use stormgate_shared::clock::{EpochMillis, ManualClock};
+use stormgate_shared::dispatcher::AdmittedGroup;
+use stormgate_shared::governor::{DeploymentBudget, Governor, GovernorPolicy, MemoryLedger};
+use stormgate_shared::job::{SummaryKind, Tier};
+use stormgate_shared::lab::simulator::{DeploymentConfig, Latency, SimulatorConfig};
+use stormgate_shared::retry::{Readmission, RetryGate};
+use stormgate_shared::store::{AgingPolicy, Store};
+use stormgate_shared::summarize::{Deployment, SummarizeSettings};
+use stormgate_shared::testing::redis_server::RedisServer;
+use stormgate_shared::tokens::Tokens;
+use tower::ServiceExt;
+
+const T0: EpochMillis = EpochMillis(1_800_000_000_000);
+
+#[tokio::test]
+async fn a_handoff_is_summarized_acknowledged_and_notices_go_to_kafka() {
+    let redis = RedisServer::start().unwrap();
+    let store: Arc<dyn Store> = Arc::new(redis.store("tier-fn").unwrap());
+    let mut deployment = DeploymentConfig::new("premium-sim", "gpt-4o-2024-08-06", 1_000_000);
+    deployment.latency = Latency {
+        first_token_ms: 5,
+        per_output_token_ms: 0,
+    };
+    let simulator = spawn_simulator(SimulatorConfig::new(3, vec![deployment]))
+        .await
+        .unwrap();
+    let clock = ManualClock::starting_at(T0);
+    let governor = Governor::new(
+        Arc::new(MemoryLedger::new()),
+        GovernorPolicy::default(),
+        [DeploymentBudget {
+            tier: Tier::Premium,
+            deployment: "premium-sim".parse().unwrap(),
+            tpm: 1_000_000,
+        }],
+    );
+
+    let records: Vec<_> = (1..=3)
+        .map(|n| record(&event(n, 1, 1), &[SummaryKind::Customer], Tier::Premium, T0))
+        .collect();
+    store.ingest(&records).await.unwrap();
+    let leases = store
+        .lease(
+            Tier::Premium,
+            T0,
+            Duration::from_secs(300),
+            8,
+            AgingPolicy {
+                promote_every: Duration::from_secs(60),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(leases.len(), 3);
+    let Readmission::Admitted(reservation) =
+        RetryGate::readmit(&governor, "premium-sim", Tokens(3_000), T0).await
+    else {
+        panic!("admitted");
+    };
+    let handoff = AdmittedGroup {
+        tier: Tier::Premium,
+        kind: SummaryKind::Customer,
+        leases,
+        reservation,
+        max_output_tokens: Tokens(200),
+    };
+
+    let client = AzureOpenAiClient::new(
+        OpenAiConfig {
+            endpoint: simulator.endpoint(),
+            api_version: "2024-10-21".into(),
+            timeout: Duration::from_secs(2),
+        },
+        OpenAiAuth::ApiKey("simulator-key".into()),
+        Arc::new(clock.clone()),
+    )
+    .unwrap();
+    let deployment = |tier, name: &str| Deployment {
+        tier,
+        name: name.into(),
+        model: "gpt-4o".into(),
+    };
+    let state = AppState::new(
+        Settings::example(),
+        LazyStore::ready(store.clone()),
+        Arc::new(clock.clone()),
+    )
+    .with_summarization(SummarizeRuntime {
+        client: Arc::new(client),
+        governor,
+        premium: deployment(Tier::Premium, "premium-sim"),
+        standard: deployment(Tier::Standard, "standard-sim"),
+        settings: SummarizeSettings::default(),
+        work_notes: None,
+        seed: 1,
+    });
+
+    // The host sends a queue message's JSON as a JSON-encoded string.
+    let invocation = json!({
+        "Data": {"handoff": serde_json::to_string(&handoff).unwrap()},
+        "Metadata": {"DequeueCount": "1"}
+    });
+    let response = app(state)
+        .oneshot(
+            Request::post("/summarize-premium")
+                .header("content-type", "application/json")
+                .body(Body::from(invocation.to_string()))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let status = response.status();
+    let body: Value =
+        serde_json::from_slice(&response.into_body().collect().await.unwrap().to_bytes()).unwrap();
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["ReturnValue"]["acked"], 3);
+    assert_eq!(body["ReturnValue"]["llm_calls"], 1);
+    let notices = body["Outputs"][NOTIFICATIONS_BINDING].as_array().unwrap();
+    assert_eq!(notices.len(), 3);
+    for notice in notices {
+        let text = notice["text"].as_str().unwrap();
+        assert!(!text.contains("10.20.") && !text.contains("Jane"), "{text}");
+    }
+    assert_eq!(simulator.core().stats("premium-sim").unwrap().requests, 1);
+    for r in &records {
+        let stored = store
+            .summary(&r.ticket, SummaryKind::Customer)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!((stored.tier, stored.degraded), (Tier::Premium, false));
+    }
+}
