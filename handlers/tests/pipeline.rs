@@ -3,9 +3,10 @@
 //! checked as the tier function's input, and the store's state after each step.
 //!
 //! Lives here rather than in `tests/` because `CARGO_BIN_EXE_handler` guarantees the
-//! binary is built. The summarize step is not driven yet: the handler process does not
-//! build the tier functions' LLM runtime, so the test stops at the hand-off (every
-//! accepted job is in exactly one message, leased, and nothing is handed out twice).
+//! binary is built. The handler process does not build the tier functions' LLM runtime
+//! yet, so the process test stops at the hand-off (every accepted job in exactly one
+//! message, nothing handed out twice); the full classify → dispatch → summarize → read
+//! path runs through the same router in process, against the simulator over HTTP.
 
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -148,5 +149,130 @@ async fn every_accepted_ticket_is_handed_to_exactly_one_tier_message() {
     for tier in Tier::LLM {
         let stats = store.queue_stats(tier).await.unwrap();
         assert_eq!(stats.pending, 0);
+    }
+}
+
+/// The whole pipeline in one process, through the router: the tier functions get the
+/// handler's own governor (the one `dispatch` admits with) and talk to the Azure OpenAI
+/// simulator over HTTP. Every accepted ticket ends with an LLM technician summary.
+#[tokio::test]
+async fn classify_dispatch_summarize_ends_with_an_llm_summary_for_every_ticket() {
+    use axum::body::Body;
+    use axum::http::Request;
+    use http_body_util::BodyExt;
+    use stormgate_handlers::app::{AppState, app};
+    use stormgate_handlers::config::{RedisAuth, RedisSettings};
+    use stormgate_handlers::functions::summarize::SummarizeRuntime;
+    use stormgate_handlers::lazy_store::LazyStore;
+    use stormgate_handlers::openai::{AzureOpenAiClient, OpenAiAuth, OpenAiConfig};
+    use stormgate_handlers::redis_connector::RedisConnector;
+    use stormgate_handlers::secrets::Secret;
+    use stormgate_handlers::simulator_http::spawn_simulator;
+    use stormgate_handlers::system_clock::SystemClock;
+    use stormgate_shared::lab::simulator::{DeploymentConfig, Latency, SimulatorConfig};
+    use stormgate_shared::summarize::{Deployment, SummarizeSettings};
+    use tower::ServiceExt;
+
+    let redis = RedisServer::start().unwrap();
+    let mut settings = Settings::example();
+    settings.premium.tokens_per_minute = 1_000_000;
+    settings.standard.tokens_per_minute = 1_000_000;
+    let deployments: Vec<DeploymentConfig> = [&settings.premium, &settings.standard]
+        .iter()
+        .map(|t| {
+            let mut d =
+                DeploymentConfig::new(t.deployment.as_str(), "gpt-4o-2024-08-06", 1_000_000);
+            d.latency = Latency {
+                first_token_ms: 5,
+                per_output_token_ms: 0,
+            };
+            d
+        })
+        .collect();
+    let simulator = spawn_simulator(SimulatorConfig::new(5, deployments))
+        .await
+        .unwrap();
+    let connector = RedisConnector::with_namespace(
+        RedisSettings {
+            url: Secret::new(redis.url()),
+            auth: RedisAuth::Url,
+        },
+        "pipeline",
+    );
+    let clock = Arc::new(SystemClock);
+    let client = AzureOpenAiClient::new(
+        OpenAiConfig {
+            endpoint: simulator.endpoint(),
+            api_version: "2024-10-21".into(),
+            timeout: Duration::from_secs(5),
+        },
+        OpenAiAuth::ApiKey("simulator-key".into()),
+        clock.clone(),
+    )
+    .unwrap();
+    let deployment = |tier, t: &stormgate_handlers::config::TierSettings| Deployment {
+        tier,
+        name: t.deployment.to_string(),
+        model: t.model.clone(),
+    };
+    let (premium, standard) = (
+        deployment(Tier::Premium, &settings.premium),
+        deployment(Tier::Standard, &settings.standard),
+    );
+    let state = AppState::new(settings, LazyStore::new(Arc::new(connector)), clock);
+    let runtime = SummarizeRuntime {
+        client: Arc::new(client),
+        governor: state.governor.clone(),
+        premium,
+        standard,
+        settings: SummarizeSettings::default(),
+        work_notes: None,
+        seed: 7,
+    };
+    let state = state.with_summarization(runtime);
+    let send = |method: &str, path: String, body: Option<Value>| {
+        let request = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("content-type", "application/json")
+            .body(body.map_or(Body::empty(), |b| Body::from(b.to_string())))
+            .unwrap();
+        let router = app(state.clone());
+        async move {
+            let response = router.oneshot(request).await.unwrap();
+            let status = response.status();
+            let bytes = response.into_body().collect().await.unwrap().to_bytes();
+            let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+            assert!(status.is_success(), "{status} {body}");
+            body
+        }
+    };
+
+    let tickets = [(21, "1"), (22, "2"), (23, "4"), (24, "5")];
+    let events: Vec<Value> = tickets.iter().map(|(n, p)| incident(*n, p)).collect();
+    send("POST", "/classify".into(), Some(kafka_invocation(&events))).await;
+    let tick = send("POST", "/dispatch".into(), Some(timer_invocation())).await;
+    let mut delivered = 0;
+    for (binding, function) in [
+        (PREMIUM_QUEUE_BINDING, "/summarize-premium"),
+        (STANDARD_QUEUE_BINDING, "/summarize-standard"),
+    ] {
+        for message in queue_messages(&tick, binding) {
+            let invocation = queue_invocation(HANDOFF_BINDING, &message);
+            let done = send("POST", function.into(), Some(invocation)).await;
+            delivered += done["ReturnValue"]["acked"].as_u64().unwrap();
+        }
+    }
+    assert!(delivered >= tickets.len() as u64);
+    for (n, _) in tickets {
+        let body = send(
+            "GET",
+            format!("/api/summaries/{}", support::sys_id(n)),
+            None,
+        )
+        .await;
+        let technician = &body["summaries"]["technician"];
+        assert_eq!(technician["degraded"], false, "ticket {n}: {body}");
+        assert_ne!(technician["model"], "extractive", "ticket {n}: {body}");
     }
 }
