@@ -714,11 +714,30 @@ fn reject_unresolved_references(settings: &AppSettings) -> Result<(), ConfigErro
 }
 
 fn https_url(raw: &str) -> Result<String, String> {
-    let url = Url::parse(raw).map_err(|e| format!("{raw:?} is not a URL: {e}"))?;
+    let shown = without_credentials(raw);
+    let url = Url::parse(raw).map_err(|e| format!("{shown:?} is not a URL: {e}"))?;
     if url.scheme() != "https" || url.host_str().is_none() {
-        return Err(format!("{raw:?} must be an https:// URL with a host"));
+        return Err(format!("{shown:?} must be an https:// URL with a host"));
     }
     Ok(raw.to_owned())
+}
+
+/// A URL as it may be quoted in an error: a user or password in it is replaced, because a
+/// start-up error is printed where anyone reading the host's logs can see it.
+fn without_credentials(raw: &str) -> String {
+    match Url::parse(raw) {
+        Ok(mut url) if !url.username().is_empty() || url.password().is_some() => {
+            // Only fails for URLs that cannot have credentials, which these have.
+            let _ = url.set_username("redacted");
+            let _ = url.set_password(None);
+            url.to_string()
+        }
+        Ok(_) => raw.to_owned(),
+        Err(_) => match raw.rsplit_once('@') {
+            Some((_, host)) => format!("<redacted>@{host}"),
+            None => raw.to_owned(),
+        },
+    }
 }
 
 fn positive_integer(raw: &str) -> Result<u64, String> {
