@@ -37,13 +37,11 @@ fn decode(body: &[u8]) -> Vec<RawEvent> {
 #[divan::bench]
 fn decode_host_batch(bencher: Bencher) {
     let body = body();
-    bencher
-        .counter(ItemsCount::new(EVENTS))
-        .bench(|| {
-            let events = decode(divan::black_box(&body));
-            assert_eq!(events.len(), EVENTS);
-            events
-        });
+    bencher.counter(ItemsCount::new(EVENTS)).bench(|| {
+        let events = decode(divan::black_box(&body));
+        assert_eq!(events.len(), EVENTS);
+        events
+    });
 }
 
 /// HTTP body to parsed tickets, per event; bytes are the HTTP body's.

@@ -56,8 +56,8 @@ fn invocation_corpus_decodes_without_panic_and_the_host_forms_decode() {
 
 #[test]
 fn ticket_event_corpus_parses_or_is_rejected_and_the_seed_ticket_is_accepted() {
-    let mut accepted = 0;
-    for (_, bytes) in corpus("ticket_event") {
+    let mut accepted = Vec::new();
+    for (path, bytes) in corpus("ticket_event") {
         let Some((&selector, value)) = bytes.split_first() else {
             continue;
         };
@@ -71,12 +71,16 @@ fn ticket_event_corpus_parses_or_is_rejected_and_the_seed_ticket_is_accepted() {
             table_name: (selector >> 6 == 1).then(|| "incident".into()),
         };
         if let Ok(ticket) = parse_event(value, &headers, ParseLimits::default()) {
-            accepted += 1;
+            accepted.push(path.file_name().map(|n| n.to_string_lossy().into_owned()));
             let _ = ticket.people();
             let _ = ticket.alarm_lines().count();
         }
     }
-    assert!(accepted >= 2, "the valid seeds parse: {accepted} accepted");
+    // `minimal` lacks fields the contract requires and is rejected; the full record parses.
+    assert!(
+        accepted.contains(&Some("update_incident".to_owned())),
+        "the valid seed parses: accepted {accepted:?}"
+    );
 }
 
 #[test]

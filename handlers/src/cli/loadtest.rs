@@ -171,14 +171,28 @@ async fn redis_set_bound(args: &LoadtestArgs, redis: &RedisProcess) -> Vec<(Stri
     for value_bytes in ["3", "4096"] {
         let output = tokio::process::Command::new(&args.redis_benchmark)
             .args(["-h", "127.0.0.1", "-p", &redis.port.to_string()])
-            .args(["-t", "set", "-P", "16", "-n", "1000000", "-q", "-d", value_bytes])
+            .args([
+                "-t",
+                "set",
+                "-P",
+                "16",
+                "-n",
+                "1000000",
+                "-q",
+                "-d",
+                value_bytes,
+            ])
             .output()
             .await;
         let per_s = output.ok().and_then(|o| {
             let text = String::from_utf8_lossy(&o.stdout).into_owned();
             // "SET: 123456.79 requests per second, p50=..." (the last \r-separated report)
             let line = text.rsplit('\r').next()?.trim().to_owned();
-            line.strip_prefix("SET:")?.split_whitespace().next()?.parse().ok()
+            line.strip_prefix("SET:")?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
         });
         if let Some(per_s) = per_s {
             results.push((format!("-t set -P 16 -n 1000000 -d {value_bytes}"), per_s));
@@ -245,8 +259,8 @@ async fn run_scale(
     }
     let peak_rss = status_kb(pid, "VmHWM").unwrap_or(0);
     let memory_after = redis_info(&mut admin, "memory", "used_memory").await?;
-    let stored = saturation.tickets_accepted
-        + open.iter().map(|(.., s)| s.tickets_accepted).sum::<u64>();
+    let stored =
+        saturation.tickets_accepted + open.iter().map(|(.., s)| s.tickets_accepted).sum::<u64>();
     process.stop().await;
 
     let per_ticket = |cpu_s: f64| cpu_s * 1e6 / tickets.max(1) as f64;

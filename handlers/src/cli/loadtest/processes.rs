@@ -42,7 +42,10 @@ impl RedisProcess {
         let started = Instant::now();
         while started.elapsed() < READY_TIMEOUT {
             if let Ok(mut conn) = process.connection().await
-                && redis::cmd("PING").query_async::<String>(&mut conn).await.is_ok()
+                && redis::cmd("PING")
+                    .query_async::<String>(&mut conn)
+                    .await
+                    .is_ok()
             {
                 return Ok(process);
             }
@@ -202,8 +205,15 @@ pub fn machine() -> (String, usize, String) {
     let model = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|c| {
-            c.lines()
-                .find_map(|l| Some(l.strip_prefix("model name")?.split_once(':')?.1.trim().to_owned()))
+            c.lines().find_map(|l| {
+                Some(
+                    l.strip_prefix("model name")?
+                        .split_once(':')?
+                        .1
+                        .trim()
+                        .to_owned(),
+                )
+            })
         })
         .unwrap_or_else(|| "unknown".into());
     let cores = std::thread::available_parallelism().map_or(1, usize::from);

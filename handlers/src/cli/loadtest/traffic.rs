@@ -52,7 +52,10 @@ impl Target {
             .client
             .post(&self.url)
             .header("content-type", "application/json")
-            .header("x-azure-functions-invocationid", format!("loadtest-{serial}"))
+            .header(
+                "x-azure-functions-invocationid",
+                format!("loadtest-{serial}"),
+            )
             .body(body)
             .send()
             .await?;
@@ -60,7 +63,10 @@ impl Target {
         let text = response.text().await?;
         let latency = since.elapsed();
         if !status.is_success() {
-            bail!("/classify answered {status}: {}", text.chars().take(300).collect::<String>());
+            bail!(
+                "/classify answered {status}: {}",
+                text.chars().take(300).collect::<String>()
+            );
         }
         let answer: Value = serde_json::from_str(&text).context("/classify answer is not JSON")?;
         let accepted = answer["ReturnValue"]["accepted"].as_u64().unwrap_or(0);
@@ -85,11 +91,7 @@ pub struct RunStats {
 }
 
 impl RunStats {
-    fn from_answers(
-        answers: Vec<anyhow::Result<Answer>>,
-        shed: u64,
-        wall: Duration,
-    ) -> RunStats {
+    fn from_answers(answers: Vec<anyhow::Result<Answer>>, shed: u64, wall: Duration) -> RunStats {
         let mut latencies = Vec::with_capacity(answers.len());
         let mut stats = RunStats {
             shed,
@@ -111,7 +113,9 @@ impl RunStats {
         }
         latencies.sort_unstable();
         let ms = |d: Option<&Duration>| d.map_or(f64::NAN, |d| d.as_secs_f64() * 1e3);
-        let at = |q: f64| latencies.get(((latencies.len() as f64 * q).ceil() as usize).saturating_sub(1));
+        let at = |q: f64| {
+            latencies.get(((latencies.len() as f64 * q).ceil() as usize).saturating_sub(1))
+        };
         stats.p50_ms = ms(at(0.50));
         stats.p99_ms = ms(at(0.99));
         stats.max_ms = ms(latencies.last());
