@@ -1,4 +1,4 @@
-//! The `stormgate` command line: train, simulate, replay, dead letters.
+//! The `stormgate` command line: train, simulate, load test, replay, dead letters.
 //!
 //! Each subcommand lives in its own module under `stormgate_handlers::cli`.
 
@@ -22,6 +22,8 @@ enum Command {
     Train(cli::train::TrainArgs),
     /// Serve the Azure OpenAI simulator on 127.0.0.1.
     Simulate(cli::simulate::SimulateArgs),
+    /// Load-test the release `handler` on loopback: throughput, latency, RSS, start-up.
+    Loadtest(cli::loadtest::LoadtestArgs),
     /// Replay a storm through the naive design and stormgate, on virtual time.
     Replay(cli::replay::ReplayArgs),
 }
@@ -31,6 +33,7 @@ async fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Train(args) => cli::train::run(&args),
         Command::Simulate(args) => cli::simulate::run(args).await,
+        Command::Loadtest(args) => cli::loadtest::run(args).await,
         // The replay runs its own single-threaded runtime on virtual time.
         Command::Replay(args) => std::thread::spawn(move || cli::replay::run(args))
             .join()

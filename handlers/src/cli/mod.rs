@@ -1,5 +1,6 @@
 //! Subcommands of the `stormgate` command line, one module each.
 
+pub mod loadtest;
 pub mod replay;
 pub mod simulate;
 pub mod train;
