@@ -15,6 +15,8 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get, post};
 use stormgate_shared::clock::Clock;
+use stormgate_shared::dispatch_policy::DispatchConfig;
+use stormgate_shared::governor::Governor;
 use stormgate_shared::store::Store;
 use tracing::Instrument;
 
@@ -34,10 +36,16 @@ pub const HTTP_ROUTE_PREFIX: &str = "/api";
 /// fail the whole batch.
 pub const MAX_BODY_BYTES: usize = 100 * 1024 * 1024;
 
-/// What every function gets: the store (connected on first use), the clock, the settings.
+/// What every function gets: the store (connected on first use), the token governor
+/// over the ledger next to it (also connected on first use), the dispatch policy, the
+/// clock and the settings.
 #[derive(Clone, Debug)]
 pub struct AppState {
     pub store: Arc<LazyStore>,
+    /// Built from the settings' deployments and headroom; cheap to clone. The tier
+    /// functions must admit and reconcile through this same governor.
+    pub governor: Governor,
+    pub dispatch: DispatchConfig,
     pub clock: Arc<dyn Clock>,
     pub settings: Arc<Settings>,
     /// The tier functions' LLM client, governor and sinks; `None` until configured.
@@ -45,13 +53,27 @@ pub struct AppState {
 }
 
 impl AppState {
+    /// Builds the governor without touching Redis: its ledger connects on first use.
     pub fn new(settings: Settings, store: LazyStore, clock: Arc<dyn Clock>) -> Self {
+        let governor = Governor::new(
+            store.ledger(),
+            settings.governor_policy(),
+            settings.deployment_budgets(),
+        );
         AppState {
             store: Arc::new(store),
+            governor,
+            dispatch: DispatchConfig::default(),
             clock,
             settings: Arc::new(settings),
             summarization: None,
         }
+    }
+
+    /// The same state with another dispatch policy (tests with short deadlines).
+    pub fn with_dispatch(mut self, dispatch: DispatchConfig) -> Self {
+        self.dispatch = dispatch;
+        self
     }
 
     /// Equips the tier functions with their LLM client, governor and sinks.

@@ -11,6 +11,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use reqwest::Url;
+use stormgate_shared::governor::budget::DeploymentNameError;
+use stormgate_shared::governor::{DeploymentBudget, DeploymentName, GovernorPolicy, Headroom};
+use stormgate_shared::job::Tier;
 
 use crate::secrets::{self, Secret, SecretSource};
 
@@ -239,7 +242,7 @@ pub const SETTINGS: &[SettingSpec] = &[
         Optional,
         Handler,
         Some("0.10"),
-        "Fraction of each deployment's budget the governor keeps unused (0 to <1).",
+        "Fraction of each deployment's budget the governor keeps unused (0 to 0.9).",
     ),
     setting(
         KEY_VAULT_URL,
@@ -489,7 +492,7 @@ pub struct Settings {
     pub premium: TierSettings,
     pub standard: TierSettings,
     /// Fraction of each deployment's budget the governor leaves unused.
-    pub governor_headroom: f64,
+    pub governor_headroom: Headroom,
     pub key_vault_url: Option<String>,
     pub classifier_model_path: Option<PathBuf>,
     pub route_up_threshold: Option<f64>,
@@ -531,7 +534,8 @@ pub enum OpenAiAuth {
 /// One Azure OpenAI deployment (a separate quota pool).
 #[derive(Debug, Clone, PartialEq)]
 pub struct TierSettings {
-    pub deployment: String,
+    /// Parsed so that it can name the governor's ledger keys.
+    pub deployment: DeploymentName,
     pub model: String,
     pub tokens_per_minute: u64,
     pub price_input_per_1m: f64,
@@ -563,7 +567,9 @@ impl Settings {
     /// What [`Settings::example_vars`] loads to: local services, table defaults.
     pub fn example() -> Settings {
         let tier = |name: &str, input: f64, output: f64| TierSettings {
-            deployment: format!("{name}-deployment"),
+            deployment: format!("{name}-deployment")
+                .parse()
+                .unwrap_or_else(|_| unreachable!("a valid deployment name")),
             model: format!("{name}-model"),
             tokens_per_minute: 10_000,
             price_input_per_1m: input,
@@ -583,7 +589,7 @@ impl Settings {
             },
             premium: tier("premium", 2.50, 10.00),
             standard: tier("standard", 0.15, 0.60),
-            governor_headroom: 0.10,
+            governor_headroom: Headroom::DEFAULT,
             key_vault_url: None,
             classifier_model_path: None,
             route_up_threshold: None,
@@ -591,6 +597,31 @@ impl Settings {
             search: None,
             log_format: LogFormat::Json,
             rust_log: None,
+        }
+    }
+}
+
+impl Settings {
+    /// The two deployments' quotas, as the governor enforces them.
+    pub fn deployment_budgets(&self) -> [DeploymentBudget; 2] {
+        let budget = |tier, t: &TierSettings| DeploymentBudget {
+            tier,
+            deployment: t.deployment.clone(),
+            tpm: t.tokens_per_minute,
+        };
+        [
+            budget(Tier::Premium, &self.premium),
+            budget(Tier::Standard, &self.standard),
+        ]
+    }
+
+    /// The governor's policy: the configured headroom; the window and the "down" threshold
+    /// at their defaults (the latter shared with the retry layer, see
+    /// [`stormgate_shared::governor::DOWN_AFTER`]).
+    pub fn governor_policy(&self) -> GovernorPolicy {
+        GovernorPolicy {
+            headroom: self.governor_headroom,
+            ..GovernorPolicy::default()
         }
     }
 }
@@ -683,11 +714,30 @@ fn reject_unresolved_references(settings: &AppSettings) -> Result<(), ConfigErro
 }
 
 fn https_url(raw: &str) -> Result<String, String> {
-    let url = Url::parse(raw).map_err(|e| format!("{raw:?} is not a URL: {e}"))?;
+    let shown = without_credentials(raw);
+    let url = Url::parse(raw).map_err(|e| format!("{shown:?} is not a URL: {e}"))?;
     if url.scheme() != "https" || url.host_str().is_none() {
-        return Err(format!("{raw:?} must be an https:// URL with a host"));
+        return Err(format!("{shown:?} must be an https:// URL with a host"));
     }
     Ok(raw.to_owned())
+}
+
+/// A URL as it may be quoted in an error: a user or password in it is replaced, because a
+/// start-up error is printed where anyone reading the host's logs can see it.
+fn without_credentials(raw: &str) -> String {
+    match Url::parse(raw) {
+        Ok(mut url) if !url.username().is_empty() || url.password().is_some() => {
+            // Only fails for URLs that cannot have credentials, which these have.
+            let _ = url.set_username("redacted");
+            let _ = url.set_password(None);
+            url.to_string()
+        }
+        Ok(_) => raw.to_owned(),
+        Err(_) => match raw.rsplit_once('@') {
+            Some((_, host)) => format!("<redacted>@{host}"),
+            None => raw.to_owned(),
+        },
+    }
 }
 
 fn positive_integer(raw: &str) -> Result<u64, String> {
@@ -705,13 +755,11 @@ fn non_negative_number(raw: &str) -> Result<f64, String> {
     }
 }
 
-fn fraction_below_one(raw: &str) -> Result<f64, String> {
-    match raw.parse::<f64>() {
-        Ok(x) if (0.0..1.0).contains(&x) => Ok(x),
-        _ => Err(format!(
-            "{raw:?} is not a fraction from 0 up to (not including) 1"
-        )),
-    }
+fn headroom(raw: &str) -> Result<Headroom, String> {
+    let fraction = raw
+        .parse::<f64>()
+        .map_err(|_| format!("{raw:?} is not a fraction"))?;
+    Headroom::new(fraction).map_err(|e| e.to_string())
 }
 
 fn probability(raw: &str) -> Result<f64, String> {
@@ -815,7 +863,12 @@ const STANDARD: TierNames = TierNames {
 
 fn tier_settings(settings: &AppSettings, names: &TierNames) -> Result<TierSettings, ConfigError> {
     Ok(TierSettings {
-        deployment: settings.required(names.deployment)?.to_owned(),
+        deployment: settings.required(names.deployment)?.parse().map_err(
+            |e: DeploymentNameError| ConfigError::Malformed {
+                name: names.deployment,
+                reason: e.to_string(),
+            },
+        )?,
         model: settings.required(names.model)?.to_owned(),
         tokens_per_minute: settings.parsed_or_default(names.tpm, positive_integer)?,
         price_input_per_1m: settings.parsed_or_default(names.price_input, non_negative_number)?,
@@ -885,7 +938,7 @@ impl Settings {
             openai: openai_settings(&settings)?,
             premium: tier_settings(&settings, &PREMIUM)?,
             standard: tier_settings(&settings, &STANDARD)?,
-            governor_headroom: settings.parsed_or_default(GOVERNOR_HEADROOM, fraction_below_one)?,
+            governor_headroom: settings.parsed_or_default(GOVERNOR_HEADROOM, headroom)?,
             key_vault_url: settings.parsed_optional(KEY_VAULT_URL, https_url)?,
             classifier_model_path: settings.get(CLASSIFIER_MODEL_PATH).map(PathBuf::from),
             route_up_threshold: settings.parsed_optional(ROUTE_UP_THRESHOLD, probability)?,
@@ -1047,6 +1100,12 @@ mod tests {
                 "https://",
             ),
             (GOVERNOR_HEADROOM, "1.5", "fraction"),
+            (GOVERNOR_HEADROOM, "0.95", "0.9"),
+            (
+                "STORMGATE_PREMIUM_DEPLOYMENT",
+                "premium deployment",
+                "deployment name",
+            ),
             (PORT, "70000", "port"),
             (LOG_FORMAT, "xml", "pretty"),
             (REDIS_AUTH, "password", "entra"),

@@ -627,6 +627,41 @@ mod tests {
         );
     }
 
+    /// Any JSON value, shaped like what reaches a binding (records, arrays of strings, scalars).
+    fn arbitrary_json() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            any::<f64>().prop_map(Value::from),
+            ".{0,16}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 32, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                prop::collection::btree_map(
+                    prop::sample::select(vec![
+                        "Offset",
+                        "Partition",
+                        "Value",
+                        "Headers",
+                        "Key",
+                        "Topic",
+                        "value",
+                        "RetryCount",
+                        "x"
+                    ]),
+                    inner,
+                    0..6,
+                )
+                .prop_map(|m| Value::Object(
+                    m.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()
+                )),
+            ]
+        })
+    }
+
     proptest::proptest! {
         #[test]
         fn decoding_arbitrary_bytes_never_panics(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..256)) {
@@ -635,6 +670,20 @@ mod tests {
                     let _ = KafkaBatch::decode(value, "any");
                 }
             }
+        }
+
+        #[test]
+        fn arbitrary_json_in_any_binding_never_panics(value in arbitrary_json(), encode in proptest::prelude::any::<bool>()) {
+            let value = if encode { Value::String(value.to_string()) } else { value };
+            let request = InvocationRequest {
+                data: Map::from_iter([("events".to_owned(), value.clone())]),
+                metadata: serde_json::from_value(serde_json::json!({"DequeueCount": value.clone(), "RetryContext": value})).unwrap_or_default(),
+            };
+            let _ = request.kafka_batch("events");
+            let _ = request.timer("events");
+            let _ = request.queue_message::<Value>("events");
+            let _ = decode_string(request.binding("events").unwrap(), "events");
+            let _ = request.metadata.dequeue_count();
         }
 
         #[test]

@@ -1,13 +1,16 @@
-//! The store, connected on first use.
+//! The store, connected on first use, and the governor ledger that lives next to it.
 //!
 //! The Functions host polls `GET /` and gives up after 60 s, so start-up must not wait
 //! for Redis: the connection is made by the first invocation that needs it, and a failed
-//! attempt is retried by the next one instead of being remembered.
+//! attempt is retried by the next one instead of being remembered. The ledger comes from
+//! the same connector, built without I/O and connecting on first use as well, so the
+//! governor can be built at start-up and a fleet always shares one budget per deployment.
 
 use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use stormgate_shared::governor::{Ledger, MemoryLedger};
 use stormgate_shared::store::{Store, StoreError};
 use tokio::sync::OnceCell;
 
@@ -15,6 +18,10 @@ use tokio::sync::OnceCell;
 #[async_trait]
 pub trait ConnectStore: Send + Sync {
     async fn connect(&self) -> Result<Arc<dyn Store>, StoreError>;
+
+    /// The governor ledger shared by every instance using this store. Must not block
+    /// or touch the network: it connects on first use.
+    fn ledger(&self) -> Arc<dyn Ledger>;
 }
 
 /// A store handle that connects when first asked for the store.
@@ -31,12 +38,26 @@ impl LazyStore {
         }
     }
 
-    /// A handle around a store that is already connected.
+    /// A handle around a store that is already connected, with a process-local ledger
+    /// (tests and single-process runs).
     pub fn ready(store: Arc<dyn Store>) -> Self {
+        Self::ready_with_ledger(store, Arc::new(MemoryLedger::new()))
+    }
+
+    /// A handle around a store that is already connected and the ledger next to it.
+    pub fn ready_with_ledger(store: Arc<dyn Store>, ledger: Arc<dyn Ledger>) -> Self {
         LazyStore {
-            connector: Arc::new(AlreadyConnected(store.clone())),
+            connector: Arc::new(AlreadyConnected {
+                store: store.clone(),
+                ledger,
+            }),
             store: OnceCell::new_with(Some(store)),
         }
+    }
+
+    /// The governor ledger next to the store (built without connecting).
+    pub fn ledger(&self) -> Arc<dyn Ledger> {
+        self.connector.ledger()
     }
 
     /// The store, connecting now if this is the first use (or the last attempt failed).
@@ -60,12 +81,19 @@ impl fmt::Debug for LazyStore {
     }
 }
 
-struct AlreadyConnected(Arc<dyn Store>);
+struct AlreadyConnected {
+    store: Arc<dyn Store>,
+    ledger: Arc<dyn Ledger>,
+}
 
 #[async_trait]
 impl ConnectStore for AlreadyConnected {
     async fn connect(&self) -> Result<Arc<dyn Store>, StoreError> {
-        Ok(self.0.clone())
+        Ok(self.store.clone())
+    }
+
+    fn ledger(&self) -> Arc<dyn Ledger> {
+        self.ledger.clone()
     }
 }
 
@@ -82,6 +110,10 @@ mod tests {
         async fn connect(&self) -> Result<Arc<dyn Store>, StoreError> {
             self.0.fetch_add(1, Ordering::SeqCst);
             Err(StoreError::Unavailable("connection refused".into()))
+        }
+
+        fn ledger(&self) -> Arc<dyn Ledger> {
+            Arc::new(MemoryLedger::new())
         }
     }
 

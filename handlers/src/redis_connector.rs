@@ -1,4 +1,6 @@
-//! The production [`ConnectStore`]: the Redis store named by the settings.
+//! The production [`ConnectStore`]: the Redis store named by the settings, and the
+//! governor's [`RedisLedger`] on its own connection to the same Redis with the same
+//! credentials (connected on first use; a failed attempt is retried by the next call).
 //!
 //! With `STORMGATE_REDIS_AUTH=url` the URL carries the credentials (or none, locally).
 //! With `entra` the app's managed identity authenticates: Azure Managed Redis takes the
@@ -15,10 +17,17 @@ use async_trait::async_trait;
 use azure_core::credentials::TokenCredential;
 use azure_identity::{ManagedIdentityCredential, ManagedIdentityCredentialOptions, UserAssignedId};
 use futures_util::Stream;
-use redis::aio::ConnectionManagerConfig;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::auth::{BasicAuth, StreamingCredentialsProvider};
+use stormgate_shared::clock::EpochMillis;
+use stormgate_shared::governor::{
+    Admission, DeploymentName, Ledger, LedgerError, LedgerSnapshot, Reconciliation, RedisLedger,
+    Reservation, ThrottleKind, WindowLimits,
+};
 use stormgate_shared::store::redis::{Namespace, RedisStore};
 use stormgate_shared::store::{Store, StoreError};
+use stormgate_shared::tokens::Tokens;
+use tokio::sync::OnceCell;
 
 use crate::config::{RedisAuth, RedisSettings};
 use crate::lazy_store::ConnectStore;
@@ -60,25 +69,43 @@ impl RedisConnector {
         }
     }
 
-    fn store(&self) -> Result<RedisStore, StoreError> {
-        let client = redis::Client::open(self.settings.url.expose())
-            .map_err(|e| StoreError::Unavailable(format!("STORMGATE_REDIS_URL: {e}")))?;
-        let namespace: Namespace = self
-            .namespace
-            .parse()
-            .map_err(|e| StoreError::Unavailable(format!("namespace: {e}")))?;
+    fn client(&self) -> Result<redis::Client, StoreError> {
+        redis::Client::open(self.settings.url.expose())
+            .map_err(|e| StoreError::Unavailable(format!("STORMGATE_REDIS_URL: {e}")))
+    }
+
+    /// stormgate's connection defaults, plus Entra credentials when configured.
+    fn connection_config(&self) -> Result<ConnectionManagerConfig, StoreError> {
+        let config = RedisStore::connection_defaults();
         match &self.settings.auth {
-            RedisAuth::Url => Ok(RedisStore::new(client, namespace)),
+            RedisAuth::Url => Ok(config),
             RedisAuth::Entra { user } => {
                 let credential = managed_identity(self.client_id.as_deref())?;
                 let provider = EntraCredentials {
                     user: user.clone(),
                     credential,
                 };
-                let config = ConnectionManagerConfig::new().set_credentials_provider(provider);
-                Ok(RedisStore::with_config(client, namespace, config))
+                Ok(config.set_credentials_provider(provider))
             }
         }
+    }
+
+    fn store(&self) -> Result<RedisStore, StoreError> {
+        let namespace: Namespace = self
+            .namespace
+            .parse()
+            .map_err(|e| StoreError::Unavailable(format!("namespace: {e}")))?;
+        Ok(RedisStore::with_config(
+            self.client()?,
+            namespace,
+            self.connection_config()?,
+        ))
+    }
+
+    /// Where the governor's keys live: next to the store's namespace, hash-tagged per
+    /// deployment by the ledger itself.
+    fn ledger_prefix(&self) -> String {
+        format!("{}:gov", self.namespace)
     }
 }
 
@@ -87,6 +114,84 @@ impl ConnectStore for RedisConnector {
     async fn connect(&self) -> Result<Arc<dyn Store>, StoreError> {
         // The store itself connects on first use; building it only checks the URL.
         Ok(Arc::new(self.store()?))
+    }
+
+    fn ledger(&self) -> Arc<dyn Ledger> {
+        Arc::new(LazyRedisLedger {
+            connector: self.clone(),
+            ledger: OnceCell::new(),
+        })
+    }
+}
+
+/// The governor's [`RedisLedger`], connected by the first admission (or any other call)
+/// that needs it; a failed connection is retried by the next call.
+struct LazyRedisLedger {
+    connector: RedisConnector,
+    ledger: OnceCell<RedisLedger>,
+}
+
+impl std::fmt::Debug for LazyRedisLedger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LazyRedisLedger")
+            .field("prefix", &self.connector.ledger_prefix())
+            .field("connected", &self.ledger.initialized())
+            .finish()
+    }
+}
+
+impl LazyRedisLedger {
+    async fn get(&self) -> Result<&RedisLedger, LedgerError> {
+        self.ledger
+            .get_or_try_init(|| async {
+                let unavailable = |e: StoreError| LedgerError::Unavailable(e.to_string());
+                let client = self.connector.client().map_err(unavailable)?;
+                let config = self.connector.connection_config().map_err(unavailable)?;
+                let connection = ConnectionManager::new_with_config(client, config).await?;
+                let ledger = RedisLedger::new(connection, self.connector.ledger_prefix());
+                ledger.preload().await?;
+                Ok(ledger)
+            })
+            .await
+    }
+}
+
+#[async_trait]
+impl Ledger for LazyRedisLedger {
+    async fn admit(
+        &self,
+        deployment: &DeploymentName,
+        limits: &WindowLimits,
+        cost: Tokens,
+        now: EpochMillis,
+    ) -> Result<Admission, LedgerError> {
+        self.get().await?.admit(deployment, limits, cost, now).await
+    }
+
+    async fn reconcile(
+        &self,
+        reservation: &Reservation,
+        used: Tokens,
+    ) -> Result<Reconciliation, LedgerError> {
+        self.get().await?.reconcile(reservation, used).await
+    }
+
+    async fn throttle(
+        &self,
+        deployment: &DeploymentName,
+        kind: ThrottleKind,
+        until: EpochMillis,
+    ) -> Result<EpochMillis, LedgerError> {
+        self.get().await?.throttle(deployment, kind, until).await
+    }
+
+    async fn snapshot(
+        &self,
+        deployment: &DeploymentName,
+        limits: &WindowLimits,
+        now: EpochMillis,
+    ) -> Result<LedgerSnapshot, LedgerError> {
+        self.get().await?.snapshot(deployment, limits, now).await
     }
 }
 

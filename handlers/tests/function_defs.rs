@@ -183,3 +183,41 @@ fn host_json_starts_the_handler_with_forwarding_and_the_v4_bundle() {
         "poison handling needs retries"
     );
 }
+
+/// Read straight from the folders, not through the router's table: a folder added with an
+/// anonymous HTTP trigger fails here even before anyone adds its route.
+#[test]
+fn every_http_trigger_on_disk_needs_a_function_key_except_health() {
+    let mut http_functions = Vec::new();
+    for entry in std::fs::read_dir(defs_dir()).unwrap() {
+        let entry = entry.unwrap();
+        if !entry.file_type().unwrap().is_dir() {
+            continue;
+        }
+        let name = entry.file_name().into_string().unwrap();
+        for binding in bindings(&name) {
+            if binding["type"] != "httpTrigger" {
+                continue;
+            }
+            http_functions.push(name.clone());
+            let expected = if name == "health" {
+                "anonymous"
+            } else {
+                "function"
+            };
+            assert_eq!(
+                binding["authLevel"], expected,
+                "{name}: every HTTP route but health requires a function key"
+            );
+            if name == "health" {
+                // Anonymous is only safe for a route that reveals nothing and changes nothing.
+                assert_eq!(binding["methods"], serde_json::json!(["get"]), "{name}");
+            }
+        }
+    }
+    http_functions.sort();
+    assert!(
+        http_functions.contains(&"health".to_owned()) && http_functions.len() >= 2,
+        "expected health and the read APIs among the HTTP functions: {http_functions:?}"
+    );
+}

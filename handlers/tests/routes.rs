@@ -16,6 +16,7 @@ use stormgate_handlers::config::{LogFormat, Settings};
 use stormgate_handlers::lazy_store::{ConnectStore, LazyStore};
 use stormgate_handlers::system_clock::SystemClock;
 use stormgate_handlers::telemetry;
+use stormgate_shared::governor::{Ledger, MemoryLedger};
 use stormgate_shared::store::memory::MemoryStore;
 use stormgate_shared::store::{Store, StoreError};
 use tower::ServiceExt;
@@ -29,6 +30,10 @@ impl ConnectStore for Unreachable {
         Err(StoreError::Unavailable(
             "connection refused to 10.0.0.1:6380 password=hunter2".into(),
         ))
+    }
+
+    fn ledger(&self) -> Arc<dyn Ledger> {
+        Arc::new(MemoryLedger::new())
     }
 }
 

@@ -16,6 +16,7 @@ pub mod dispatcher;
 pub mod duration_secs;
 pub mod event;
 pub mod extractive;
+pub mod extractive_settlement;
 pub mod gauges;
 pub mod governor;
 pub mod ingest;

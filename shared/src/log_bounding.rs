@@ -242,9 +242,14 @@ fn fit(
     }
     // A single line longer than the whole budget: keep its beginning, cut at a char boundary.
     if head_len == 0 && tail_start == lines.len() && !lines.is_empty() {
+        let suffix = rendered_len(&lines[0]) - lines[0].text.len();
+        let room = budget.saturating_sub(suffix + TRUNCATED.len());
+        if room == 0 {
+            // Not even the truncation marker fits: the cap is a promise, so nothing is kept.
+            return nothing_fits(lines.len(), limits, report);
+        }
         let mut first = lines.swap_remove(0);
-        let suffix = rendered_len(&first) - first.text.len();
-        let cut = floor_char_boundary(&first.text, budget.saturating_sub(suffix + TRUNCATED.len()));
+        let cut = floor_char_boundary(&first.text, room);
         first.text.truncate(cut);
         first.text.push_str(TRUNCATED);
         used = rendered_len(&first);
@@ -279,6 +284,22 @@ fn fit(
         head: lines,
         omitted,
         tail,
+        report,
+    }
+}
+
+/// A cap too small for any line: every line is dropped, and the omission marker is kept
+/// only if it fits.
+fn nothing_fits(lines: usize, limits: BoundingLimits, mut report: BoundingReport) -> BoundedLog {
+    let marker = omission_marker(lines).len();
+    let omitted = if marker <= limits.max_bytes { lines } else { 0 };
+    report.lines_dropped = lines;
+    report.lines_out = 0;
+    report.bytes_out = if omitted > 0 { marker } else { 0 };
+    BoundedLog {
+        head: Vec::new(),
+        omitted,
+        tail: Vec::new(),
         report,
     }
 }
@@ -393,6 +414,37 @@ mod tests {
         assert!(b.report.capped);
     }
 
+    /// Found by fuzzing (and the proptest below): a cap smaller than the truncation marker
+    /// used to render " [truncated]" anyway, 13 bytes over a cap of 0.
+    #[test]
+    fn a_cap_smaller_than_any_line_keeps_nothing_and_still_holds() {
+        for max_bytes in 0..40 {
+            let limits = BoundingLimits {
+                max_bytes,
+                head_percent: 0,
+            };
+            let b = bound_text("\u{800}\nLINK DOWN xe-0/0/1\n", limits);
+            let out = b.render();
+            assert!(out.len() <= max_bytes, "{out:?} over a cap of {max_bytes}");
+            assert_eq!(out.len(), b.report.bytes_out);
+            assert_eq!(b.report.lines_in, 2);
+        }
+        let bound = |max_bytes| {
+            bound_text(
+                "a long line that cannot fit\n",
+                BoundingLimits {
+                    max_bytes,
+                    head_percent: 50,
+                },
+            )
+        };
+        // The marker (26 bytes) does not fit 24: nothing is rendered, the report says why.
+        assert_eq!(bound(24).render(), "");
+        assert_eq!(bound(24).report.lines_dropped, 1);
+        // It fits 27 where the line (28) would not: the reader still learns a line was omitted.
+        assert_eq!(bound(27).render(), "[... 1 lines omitted ...]\n");
+    }
+
     proptest! {
         #[test]
         fn rendered_log_never_exceeds_the_cap_and_report_adds_up(
@@ -406,6 +458,20 @@ mod tests {
             prop_assert!(out.len() <= max_bytes);
             prop_assert_eq!(out.len(), b.report.bytes_out);
             prop_assert_eq!(b.report.lines_in, lines.len());
+        }
+
+        #[test]
+        fn any_text_under_any_cap_stays_within_the_cap(
+            text in ".{0,400}|(.{0,40}\n){0,40}",
+            max_bytes in 0usize..600,
+            head_percent in any::<u8>(),
+        ) {
+            let limits = BoundingLimits { max_bytes, head_percent };
+            let b = bound_text(&text, limits);
+            let out = b.render();
+            prop_assert!(out.len() <= max_bytes, "{} bytes over a cap of {}", out.len(), max_bytes);
+            prop_assert_eq!(out.len(), b.report.bytes_out);
+            let _ = BoundedLog::parse_rendered(&out, b.report);
         }
     }
 }

@@ -52,7 +52,7 @@ impl Default for RetryPolicy {
             max_backoff: Duration::from_secs(20),
             hint_spread_min: Duration::from_secs(1),
             hint_spread_fraction: 0.2,
-            down_threshold: Duration::from_secs(600),
+            down_threshold: crate::governor::DOWN_AFTER,
             max_admission_waits: 3,
         }
     }
@@ -484,6 +484,12 @@ mod tests {
     use super::*;
     use crate::clock::ManualClock;
     use crate::llm::{HintSource, ThrottleHint, Usage};
+
+    #[test]
+    fn the_retry_layer_and_the_governor_call_a_deployment_down_at_the_same_hint() {
+        let governor = crate::governor::GovernorPolicy::default();
+        assert_eq!(RetryPolicy::default().down_threshold, governor.down_after);
+    }
 
     /// An LLM endpoint that answers from a script, in order, and counts calls.
     #[derive(Debug, Default)]

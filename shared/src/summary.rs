@@ -66,3 +66,37 @@ pub fn standing(summary: &Summary) -> u8 {
         (Tier::Standard | Tier::Premium, _) => 2,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary(tier: Tier, degraded: bool) -> Summary {
+        Summary {
+            ticket: format!("{:032x}", 7).parse().unwrap(),
+            number: "INC0010007".into(),
+            version: 3,
+            kind: SummaryKind::Technician,
+            text: "Site 7 down.".into(),
+            tier,
+            model: EXTRACTIVE_MODEL.into(),
+            degraded,
+            tokens_used: Tokens::ZERO,
+            created_at: EpochMillis(1),
+            prompt_version: None,
+            input: serde_json::Value::Null,
+        }
+    }
+
+    #[test]
+    fn a_degraded_fallback_replaces_the_instant_summary_but_never_an_llm_one() {
+        let instant = summary(Tier::Extractive, false);
+        let degraded = summary(Tier::Extractive, true);
+        let llm = summary(Tier::Premium, false);
+        assert!(replaces(&degraded, &instant));
+        assert!(!replaces(&instant, &degraded));
+        assert!(!replaces(&degraded, &degraded), "idempotent");
+        assert!(replaces(&llm, &degraded));
+        assert!(!replaces(&degraded, &llm));
+    }
+}

@@ -2,7 +2,6 @@
 
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
 use std::time::Duration;
 

@@ -1,7 +1,24 @@
-//! `dispatch` (timer, every 5 s): leases jobs per tier, reserves their tokens with the
-//! governor, and hands each leased group to its tier's queue.
+//! `dispatch` (timer, every 5 s): one [`dispatch_once`] tick on the real clock. Each
+//! admitted group leaves as one message on its tier's queue (the tier function decodes
+//! it as the same [`AdmittedGroup`]); each job spilled to the extractive tier is settled
+//! here, with its degraded extractive summary stored and its lease acknowledged.
+//!
+//! A failed tick answers non-2xx and the host discards its outputs: the leases it took
+//! expire and the jobs are dispatched again by a later tick (the timer retries every
+//! 5 s), so nothing is lost, only delayed. A failure to settle one spilled job does not
+//! fail the tick (that would discard the other groups' messages): its lease expires and
+//! it is dispatched again.
 
 use axum::extract::State;
+use serde::Serialize;
+use stormgate_shared::dispatcher::{
+    AdmittedGroup, DispatchContext, DispatchCounters, DispatchError, DispatchOutcome, dispatch_once,
+};
+use stormgate_shared::extractive_settlement::{Settlement, settle_extractive};
+use stormgate_shared::gauges::GaugeError;
+use stormgate_shared::governor::{GovernorError, LedgerError};
+use stormgate_shared::job::Tier;
+use stormgate_shared::store::{Store, StoreError};
 
 use crate::app::AppState;
 use crate::error::ApiError;
@@ -12,10 +29,97 @@ pub const TIMER_BINDING: &str = "timer";
 pub const PREMIUM_QUEUE_BINDING: &str = "premiumQueue";
 pub const STANDARD_QUEUE_BINDING: &str = "standardQueue";
 
+/// The invocation's `ReturnValue`: what the tick did, for the Functions monitor.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct DispatchReport {
+    pub counters: DispatchCounters,
+    pub premium_messages: usize,
+    pub standard_messages: usize,
+    pub extractive: ExtractiveReport,
+}
+
+/// How the jobs spilled to the extractive tier were settled.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct ExtractiveReport {
+    pub summarized: u64,
+    pub superseded: u64,
+    pub unreadable: u64,
+    pub lease_lost: u64,
+    /// Store errors: left leased, dispatched again after the lease expires.
+    pub failed: u64,
+}
+
 pub async fn run(
-    State(_state): State<AppState>,
+    State(state): State<AppState>,
     invocation: InvocationRequest,
 ) -> Result<InvocationResponse, ApiError> {
-    let _timer = invocation.timer(TIMER_BINDING)?;
-    Err(ApiError::NotImplemented("dispatching"))
+    let timer = invocation.timer(TIMER_BINDING)?;
+    if timer.is_past_due {
+        tracing::info!("dispatch tick is past due");
+    }
+    let store = state.store().await?;
+    let ctx = DispatchContext {
+        store: store.as_ref(),
+        governor: &state.governor,
+        clock: state.clock.as_ref(),
+        config: &state.dispatch,
+        emit_gauges: true,
+    };
+    let outcome = dispatch_once(&ctx).await.map_err(api_error)?;
+    let extractive = settle_spilled(store.as_ref(), &state, &outcome).await;
+    let premium = messages(&outcome.admitted, Tier::Premium);
+    let standard = messages(&outcome.admitted, Tier::Standard);
+    let report = DispatchReport {
+        counters: outcome.counters,
+        premium_messages: premium.len(),
+        standard_messages: standard.len(),
+        extractive,
+    };
+    let mut response = InvocationResponse::new().with_return_value(&report)?;
+    // Each message is an object: a bare string could be mistaken for base64 by the host.
+    if !premium.is_empty() {
+        response = response.with_output(PREMIUM_QUEUE_BINDING, premium)?;
+    }
+    if !standard.is_empty() {
+        response = response.with_output(STANDARD_QUEUE_BINDING, standard)?;
+    }
+    Ok(response)
+}
+
+fn messages(admitted: &[AdmittedGroup], tier: Tier) -> Vec<&AdmittedGroup> {
+    admitted.iter().filter(|group| group.tier == tier).collect()
+}
+
+async fn settle_spilled(
+    store: &dyn Store,
+    state: &AppState,
+    outcome: &DispatchOutcome,
+) -> ExtractiveReport {
+    let mut report = ExtractiveReport::default();
+    for lease in outcome.extractive_work().flat_map(|group| &group.leases) {
+        match settle_extractive(store, state.clock.as_ref(), lease).await {
+            Ok(Settlement::Summarized) => report.summarized += 1,
+            Ok(Settlement::Superseded) => report.superseded += 1,
+            Ok(Settlement::Unreadable) => report.unreadable += 1,
+            Ok(Settlement::LeaseLost) => report.lease_lost += 1,
+            Err(error) => {
+                report.failed += 1;
+                tracing::warn!(job = %lease.job.id, %error, "spilled job not settled; its lease will expire and it will be dispatched again");
+            }
+        }
+    }
+    report
+}
+
+/// Redis unreachable (store or ledger) is a 503; anything else is a bug or corrupt data.
+fn api_error(error: DispatchError) -> ApiError {
+    match error {
+        DispatchError::Store(e) | DispatchError::Gauges(GaugeError::Store(e)) => e.into(),
+        DispatchError::Governor(e) | DispatchError::Gauges(GaugeError::Governor(e)) => match e {
+            GovernorError::Ledger(LedgerError::Unavailable(detail)) => {
+                ApiError::from(StoreError::Unavailable(detail))
+            }
+            other => ApiError::Internal(other.to_string()),
+        },
+    }
 }

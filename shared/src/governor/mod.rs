@@ -65,6 +65,12 @@ use crate::clock::EpochMillis;
 use crate::job::Tier;
 use crate::tokens::Tokens;
 
+/// A throttle hint this long or longer means the deployment is down (a daily quota says
+/// 86400 s), not cooling down. The governor ([`GovernorPolicy::down_after`]) and the retry
+/// layer ([`crate::retry::RetryPolicy::down_threshold`]) both default to it, so a deployment
+/// the retry layer gives up on is also one the governor stops admitting to.
+pub const DOWN_AFTER: Duration = Duration::from_secs(600);
+
 /// How the governor treats every deployment.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -83,7 +89,7 @@ impl Default for GovernorPolicy {
         GovernorPolicy {
             headroom: Headroom::DEFAULT,
             window: ShortWindow::DEFAULT,
-            down_after: Duration::from_secs(600),
+            down_after: DOWN_AFTER,
         }
     }
 }

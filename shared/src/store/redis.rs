@@ -158,11 +158,16 @@ impl RedisStore {
     /// A store over `client` with stormgate's connection defaults (5 s connect and
     /// response timeouts, 2 connection retries). Does not connect.
     pub fn new(client: redis::Client, namespace: Namespace) -> Self {
-        let config = ConnectionManagerConfig::new()
+        Self::with_config(client, namespace, Self::connection_defaults())
+    }
+
+    /// stormgate's connection defaults, for stores and for other connections to the
+    /// same Redis (the governor's ledger): 5 s connect and response timeouts, 2 retries.
+    pub fn connection_defaults() -> ConnectionManagerConfig {
+        ConnectionManagerConfig::new()
             .set_connection_timeout(Some(Duration::from_secs(5)))
             .set_response_timeout(Some(Duration::from_secs(5)))
-            .set_number_of_retries(2);
-        Self::with_config(client, namespace, config)
+            .set_number_of_retries(2)
     }
 
     /// A store with an explicit connection configuration (e.g. a credentials provider

@@ -73,7 +73,7 @@ local function enqueue_at(at, skip_technician)
 end
 
 -- Latest summary per (ticket, kind): a newer version wins; at the same version a
--- higher rank (LLM 1 over extractive 0) wins. Returns 1 if stored.
+-- higher rank (Summary::standing: instant 0, degraded extractive 1, LLM 2) wins. Returns 1 if stored.
 local function put_summary(ticket, kind, version, rank, json)
   local k = key('summary', ticket)
   local current = redis.call('HMGET', k, kind .. ':version', kind .. ':rank')

@@ -1,0 +1,278 @@
+//! The pipeline end to end through the real `handler` process and a real `redis-server`:
+//! a host-shaped Kafka batch to `classify`, `dispatch` timer ticks, each queue message
+//! checked as the tier function's input, and the store's state after each step.
+//!
+//! Lives here rather than in `tests/` because `CARGO_BIN_EXE_handler` guarantees the
+//! binary is built. The handler process does not build the tier functions' LLM runtime
+//! yet, so the process test stops at the hand-off (every accepted job in exactly one
+//! message, nothing handed out twice); the full classify → dispatch → summarize → read
+//! path runs through the same router in process, against the simulator over HTTP.
+
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use stormgate_handlers::config::Settings;
+use stormgate_handlers::functions::dispatch::{PREMIUM_QUEUE_BINDING, STANDARD_QUEUE_BINDING};
+use stormgate_handlers::functions::summarize::HANDOFF_BINDING;
+use stormgate_handlers::invocation::InvocationRequest;
+use stormgate_shared::dispatcher::AdmittedGroup;
+use stormgate_shared::job::Tier;
+use stormgate_shared::store::Store;
+use stormgate_shared::testing::redis_server::RedisServer;
+use support::{incident, kafka_invocation, queue_invocation, queue_messages, timer_invocation};
+
+const HANDLER: &str = env!("CARGO_BIN_EXE_handler");
+
+/// The handler process, killed when dropped.
+struct Handler {
+    child: Child,
+    base: String,
+}
+
+impl Drop for Handler {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_handler(redis_url: &str) -> Handler {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut vars: Vec<(String, String)> = Settings::example_vars()
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .filter(|(k, _)| !k.ends_with("_TPM") && k != "STORMGATE_REDIS_URL")
+        .collect();
+    vars.extend([
+        ("STORMGATE_REDIS_URL".to_owned(), redis_url.to_owned()),
+        ("STORMGATE_PREMIUM_TPM".to_owned(), "1000000".to_owned()),
+        ("STORMGATE_STANDARD_TPM".to_owned(), "1000000".to_owned()),
+        ("FUNCTIONS_CUSTOMHANDLER_PORT".to_owned(), port.to_string()),
+        ("RUST_LOG".to_owned(), "warn".to_owned()),
+    ]);
+    let child = Command::new(HANDLER)
+        .env_clear()
+        .envs(vars)
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    Handler {
+        child,
+        base: format!("http://127.0.0.1:{port}"),
+    }
+}
+
+async fn wait_until_answering(client: &reqwest::Client, base: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while client.get(format!("{base}/")).send().await.is_err() {
+        assert!(Instant::now() < deadline, "handler never answered GET /");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+async fn invoke(client: &reqwest::Client, base: &str, function: &str, body: &Value) -> Value {
+    let response = client
+        .post(format!("{base}/{function}"))
+        .json(body)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status();
+    let body: Value = response.json().await.unwrap();
+    assert!(status.is_success(), "{function}: {status} {body}");
+    body
+}
+
+#[tokio::test]
+async fn every_accepted_ticket_is_handed_to_exactly_one_tier_message() {
+    let redis = RedisServer::start().unwrap();
+    let handler = start_handler(&redis.url());
+    let client = reqwest::Client::new();
+    wait_until_answering(&client, &handler.base).await;
+    // The handler's keys, read directly.
+    let store: Arc<dyn Store> = Arc::new(redis.store("stormgate").unwrap());
+
+    let events: Vec<Value> = [(11, "1"), (12, "2"), (13, "3"), (14, "4"), (15, "5")]
+        .iter()
+        .map(|(n, p)| incident(*n, p))
+        .collect();
+    let classified = invoke(
+        &client,
+        &handler.base,
+        "classify",
+        &kafka_invocation(&events),
+    )
+    .await;
+    assert_eq!(classified["ReturnValue"]["accepted"], events.len());
+    let mut queued = 0;
+    for tier in Tier::LLM {
+        queued += store.queue_stats(tier).await.unwrap().pending;
+    }
+    assert!(queued >= events.len() as u64);
+
+    let mut handed_off = Vec::new();
+    for _ in 0..3 {
+        let tick = invoke(&client, &handler.base, "dispatch", &timer_invocation()).await;
+        for (binding, tier) in [
+            (PREMIUM_QUEUE_BINDING, Tier::Premium),
+            (STANDARD_QUEUE_BINDING, Tier::Standard),
+        ] {
+            for message in queue_messages(&tick, binding) {
+                let invocation = queue_invocation(HANDOFF_BINDING, &message).to_string();
+                let group: AdmittedGroup = InvocationRequest::from_slice(invocation.as_bytes())
+                    .unwrap()
+                    .queue_message(HANDOFF_BINDING)
+                    .unwrap();
+                assert_eq!(group.tier, tier);
+                handed_off.extend(group.leases.into_iter().map(|l| l.job.id.to_string()));
+            }
+        }
+    }
+    let total = handed_off.len();
+    handed_off.sort();
+    handed_off.dedup();
+    assert_eq!(handed_off.len(), total, "a job was handed out twice");
+    assert_eq!(total as u64, queued, "every accepted job was handed out");
+    for tier in Tier::LLM {
+        let stats = store.queue_stats(tier).await.unwrap();
+        assert_eq!(stats.pending, 0);
+    }
+}
+
+/// The whole pipeline in one process, through the router: the tier functions get the
+/// handler's own governor (the one `dispatch` admits with) and talk to the Azure OpenAI
+/// simulator over HTTP. Every accepted ticket ends with an LLM technician summary.
+#[tokio::test]
+async fn classify_dispatch_summarize_ends_with_an_llm_summary_for_every_ticket() {
+    use axum::body::Body;
+    use axum::http::Request;
+    use http_body_util::BodyExt;
+    use stormgate_handlers::app::{AppState, app};
+    use stormgate_handlers::config::{RedisAuth, RedisSettings};
+    use stormgate_handlers::functions::summarize::SummarizeRuntime;
+    use stormgate_handlers::lazy_store::LazyStore;
+    use stormgate_handlers::openai::{AzureOpenAiClient, OpenAiAuth, OpenAiConfig};
+    use stormgate_handlers::redis_connector::RedisConnector;
+    use stormgate_handlers::secrets::Secret;
+    use stormgate_handlers::simulator_http::spawn_simulator;
+    use stormgate_handlers::system_clock::SystemClock;
+    use stormgate_shared::lab::simulator::{DeploymentConfig, Latency, SimulatorConfig};
+    use stormgate_shared::summarize::{Deployment, SummarizeSettings};
+    use tower::ServiceExt;
+
+    let redis = RedisServer::start().unwrap();
+    let mut settings = Settings::example();
+    settings.premium.tokens_per_minute = 1_000_000;
+    settings.standard.tokens_per_minute = 1_000_000;
+    let deployments: Vec<DeploymentConfig> = [&settings.premium, &settings.standard]
+        .iter()
+        .map(|t| {
+            let mut d =
+                DeploymentConfig::new(t.deployment.as_str(), "gpt-4o-2024-08-06", 1_000_000);
+            d.latency = Latency {
+                first_token_ms: 5,
+                per_output_token_ms: 0,
+            };
+            d
+        })
+        .collect();
+    let simulator = spawn_simulator(SimulatorConfig::new(5, deployments))
+        .await
+        .unwrap();
+    let connector = RedisConnector::with_namespace(
+        RedisSettings {
+            url: Secret::new(redis.url()),
+            auth: RedisAuth::Url,
+        },
+        "pipeline",
+    );
+    let clock = Arc::new(SystemClock);
+    let client = AzureOpenAiClient::new(
+        OpenAiConfig {
+            endpoint: simulator.endpoint(),
+            api_version: "2024-10-21".into(),
+            timeout: Duration::from_secs(5),
+        },
+        OpenAiAuth::ApiKey("simulator-key".into()),
+        clock.clone(),
+    )
+    .unwrap();
+    let deployment = |tier, t: &stormgate_handlers::config::TierSettings| Deployment {
+        tier,
+        name: t.deployment.to_string(),
+        model: t.model.clone(),
+    };
+    let (premium, standard) = (
+        deployment(Tier::Premium, &settings.premium),
+        deployment(Tier::Standard, &settings.standard),
+    );
+    let state = AppState::new(settings, LazyStore::new(Arc::new(connector)), clock);
+    let runtime = SummarizeRuntime {
+        client: Arc::new(client),
+        governor: state.governor.clone(),
+        premium,
+        standard,
+        settings: SummarizeSettings::default(),
+        work_notes: None,
+        seed: 7,
+    };
+    let state = state.with_summarization(runtime);
+    let send = |method: &str, path: String, body: Option<Value>| {
+        let request = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("content-type", "application/json")
+            .body(body.map_or(Body::empty(), |b| Body::from(b.to_string())))
+            .unwrap();
+        let router = app(state.clone());
+        async move {
+            let response = router.oneshot(request).await.unwrap();
+            let status = response.status();
+            let bytes = response.into_body().collect().await.unwrap().to_bytes();
+            let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+            assert!(status.is_success(), "{status} {body}");
+            body
+        }
+    };
+
+    let tickets = [(21, "1"), (22, "2"), (23, "4"), (24, "5")];
+    let events: Vec<Value> = tickets.iter().map(|(n, p)| incident(*n, p)).collect();
+    send("POST", "/classify".into(), Some(kafka_invocation(&events))).await;
+    let tick = send("POST", "/dispatch".into(), Some(timer_invocation())).await;
+    let mut delivered = 0;
+    for (binding, function) in [
+        (PREMIUM_QUEUE_BINDING, "/summarize-premium"),
+        (STANDARD_QUEUE_BINDING, "/summarize-standard"),
+    ] {
+        for message in queue_messages(&tick, binding) {
+            let invocation = queue_invocation(HANDOFF_BINDING, &message);
+            let done = send("POST", function.into(), Some(invocation)).await;
+            delivered += done["ReturnValue"]["acked"].as_u64().unwrap();
+        }
+    }
+    assert!(delivered >= tickets.len() as u64);
+    for (n, _) in tickets {
+        let body = send(
+            "GET",
+            format!("/api/summaries/{}", support::sys_id(n)),
+            None,
+        )
+        .await;
+        let technician = &body["summaries"]["technician"];
+        assert_eq!(technician["degraded"], false, "ticket {n}: {body}");
+        assert_ne!(technician["model"], "extractive", "ticket {n}: {body}");
+    }
+}
