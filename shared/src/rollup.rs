@@ -29,6 +29,7 @@ use crate::store::{Store, StoreError};
 use crate::summarize::Deployment;
 use crate::summary::{EXTRACTIVE_MODEL, Summary};
 use crate::ticket_id::TicketId;
+use crate::token_estimate;
 use crate::tokens::Tokens;
 
 /// Major outages listed per roll-up, most severe first.
@@ -213,14 +214,9 @@ impl RollupWorker<'_> {
             &facts.as_prompt_facts(),
             &summaries,
         );
-        let cost = Tokens(
-            (request
-                .messages
-                .iter()
-                .map(|m| m.content.len())
-                .sum::<usize>()
-                / 3) as u64,
-        ) + Tokens(u64::from(template.max_tokens));
+        // The measured upper bound, as every other admission charges its prompt.
+        let cost = token_estimate::chat_upper_bound(&request.messages)
+            + Tokens(u64::from(template.max_tokens));
         let seed = self
             .rng
             .lock()

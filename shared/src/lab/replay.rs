@@ -42,12 +42,9 @@ use crate::lab::trace::TraceEvent;
 use crate::lab::virtual_time::{Shared, VirtualClock, VirtualTime};
 use crate::llm::{ChatMessage, ChatRequest, LlmClient, LlmError, Role};
 use crate::severity::Severity;
-use crate::snapshot::TicketSnapshot;
 use crate::store::memory::MemoryStore;
 use crate::store::{Lease, Store};
 use crate::summarize::{Deployment, SummarizeSettings, SummarySource, TierWorker};
-use crate::summary::{EXTRACTIVE_MODEL, Summary};
-use crate::tokens::Tokens;
 
 /// The policies a replay can compare.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -864,37 +861,13 @@ async fn run_tier_worker(
     }
 }
 
-/// A job the dispatcher spilled to the extractive tier: store its extractive summary
-/// (marked degraded) and acknowledge it, as the dispatch function does.
+/// A job the dispatcher spilled to the extractive tier: settled exactly as the dispatch
+/// function settles it (degraded extractive summary, then ack), then recorded.
 async fn settle_extractive(product: &Product, lease: &Lease, recorder: &Shared<Recorder>) {
     let now = product.clock.now();
-    if let Ok(Some((version, snapshot))) = product.store.ticket_snapshot(&lease.job.id.ticket).await
-        && version <= lease.job.id.version
-        && let Ok(snapshot) = serde_json::from_value::<TicketSnapshot>(snapshot)
-    {
-        let text = match lease.job.id.kind {
-            SummaryKind::Customer => crate::extractive::customer(&snapshot).text,
-            SummaryKind::Technician | SummaryKind::Rollup => {
-                crate::extractive::technician(&snapshot)
-            }
-        };
-        let summary = Summary {
-            ticket: lease.job.id.ticket.clone(),
-            number: lease.job.number.clone(),
-            version: lease.job.id.version,
-            kind: lease.job.id.kind,
-            text,
-            tier: Tier::Extractive,
-            model: EXTRACTIVE_MODEL.to_owned(),
-            degraded: true,
-            tokens_used: Tokens::ZERO,
-            created_at: now,
-            prompt_version: None,
-            input: serde_json::Value::Null,
-        };
-        let _ = product.store.put_summary(&summary).await;
-    }
-    let _ = product.store.ack(lease).await;
+    // A store failure leaves the lease to expire and be dispatched again, as in production.
+    let _ = crate::extractive_settlement::settle_extractive(&*product.store, &product.clock, lease)
+        .await;
     if lease.job.id.kind == SummaryKind::Technician {
         let mut r = recorder.borrow_mut();
         if let Some(t) = r.track(lease.job.id.ticket.as_str()) {
