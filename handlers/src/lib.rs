@@ -8,6 +8,7 @@ pub mod classifier_loader;
 pub mod cli;
 pub mod config;
 pub mod error;
+pub mod fault_injection;
 pub mod functions;
 pub mod invocation;
 pub mod lazy_store;

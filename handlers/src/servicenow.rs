@@ -13,6 +13,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use stormgate_shared::clock::{Clock, EpochMillis};
+use stormgate_shared::fault_switches::{self, Mechanism};
 use stormgate_shared::llm::parse_retry_after;
 use stormgate_shared::summarize::WorkNote;
 use stormgate_shared::ticket_id::TicketId;
@@ -279,6 +280,10 @@ impl WorkNoteSink {
                 Err(error)
                     if !error.is_transient() || pending.attempts + 1 >= MAX_NOTE_ATTEMPTS =>
                 {
+                    tracing::warn!(ticket = %pending.note.number, %error, "work note dropped");
+                    report.dropped += 1;
+                }
+                Err(error) if fault_switches::is_off(Mechanism::WorkNoteOutbox) => {
                     tracing::warn!(ticket = %pending.note.number, %error, "work note dropped");
                     report.dropped += 1;
                 }

@@ -34,6 +34,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::{Clock, EpochMillis};
 use crate::dispatch_policy::DispatchConfig;
+use crate::fault_switches::{self, Mechanism};
 use crate::gauges::{self, GaugeError, Gauges};
 use crate::governor::{Admission, DeploymentName, Governor, GovernorError, Reservation};
 use crate::job::{SummaryKind, Tier};
@@ -160,7 +161,7 @@ pub async fn dispatch_once(ctx: &DispatchContext<'_>) -> Result<DispatchOutcome,
         admitted: Vec::new(),
         spilled: Vec::new(),
         counters: DispatchCounters {
-            reclaimed: ctx.store.reclaim_expired(started_at).await?,
+            reclaimed: reclaim_expired(ctx, started_at).await?,
             ..DispatchCounters::default()
         },
     };
@@ -185,6 +186,14 @@ pub async fn dispatch_once(ctx: &DispatchContext<'_>) -> Result<DispatchOutcome,
     };
     log_counters(&outcome);
     Ok(outcome)
+}
+
+/// Returns expired leases to their queues: what makes a dead worker's jobs come back.
+async fn reclaim_expired(ctx: &DispatchContext<'_>, now: EpochMillis) -> Result<u64, StoreError> {
+    if fault_switches::is_off(Mechanism::LeaseReclaim) {
+        return Ok(0);
+    }
+    ctx.store.reclaim_expired(now).await
 }
 
 /// Where one call's worth of jobs ended up.

@@ -17,6 +17,7 @@ pub mod duration_secs;
 pub mod event;
 pub mod extractive;
 pub mod extractive_settlement;
+pub mod fault_switches;
 pub mod gauges;
 pub mod governor;
 pub mod ingest;

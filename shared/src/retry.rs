@@ -21,6 +21,7 @@ use rand::Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::clock::{Clock, EpochMillis};
+use crate::fault_switches::{self, Mechanism};
 use crate::governor::{Admission as GovernorAdmission, DeploymentName, Governor, Reservation};
 use crate::llm::{ChatRequest, Completion, LlmClient, LlmError, RateLimitView};
 use crate::tokens::Tokens;
@@ -132,7 +133,8 @@ impl RetryState {
         can_shorten: bool,
         rng: &mut R,
     ) -> Decision {
-        let budget_left = self.calls < policy.max_attempts;
+        let budget_left =
+            self.calls < policy.max_attempts || fault_switches::is_off(Mechanism::RetryBound);
         match error {
             LlmError::ContentFiltered { .. } => give_up(GiveUp::ContentFiltered, None),
             LlmError::Rejected { status, .. } => {
@@ -207,6 +209,9 @@ fn backoff_ceiling(policy: &RetryPolicy, calls: u32) -> Duration {
 
 /// "Full jitter": uniform over `[0, ceiling]`, so clients that failed together retry apart.
 fn full_jitter<R: Rng + ?Sized>(policy: &RetryPolicy, calls: u32, rng: &mut R) -> Duration {
+    if fault_switches::is_off(Mechanism::RetryJitter) {
+        return backoff_ceiling(policy, calls);
+    }
     let ceiling = backoff_ceiling(policy, calls).as_millis() as u64;
     Duration::from_millis(rng.random_range(0..=ceiling))
 }
@@ -214,6 +219,9 @@ fn full_jitter<R: Rng + ?Sized>(policy: &RetryPolicy, calls: u32, rng: &mut R) -
 /// A random spread added to a service hint so that every client told "7 s" does not
 /// come back in the same millisecond.
 fn hint_spread<R: Rng + ?Sized>(policy: &RetryPolicy, hinted: Duration, rng: &mut R) -> Duration {
+    if fault_switches::is_off(Mechanism::RetryJitter) {
+        return Duration::ZERO;
+    }
     let spread = policy
         .hint_spread_min
         .max(hinted.mul_f64(policy.hint_spread_fraction.clamp(0.0, 10.0)));
@@ -394,7 +402,7 @@ pub async fn complete_with_retry<R: Rng + Send + ?Sized>(
         let (wait, next_request) = match decision {
             Decision::GiveUp { reason, cooldown } => {
                 if let Some(c) = cooldown {
-                    env.gate.report_throttle(&request.deployment, c, now).await;
+                    report_throttle(env, &request.deployment, c, now).await;
                 }
                 let reason = match (reason, cooldown) {
                     (GiveUp::DeploymentDown { .. }, Some(c)) => {
@@ -411,7 +419,7 @@ pub async fn complete_with_retry<R: Rng + Send + ?Sized>(
             Decision::ShortenPrompt => (Duration::ZERO, shorter),
             Decision::Retry { wait, cooldown } => {
                 if let Some(c) = cooldown {
-                    env.gate.report_throttle(&request.deployment, c, now).await;
+                    report_throttle(env, &request.deployment, c, now).await;
                 }
                 (wait, None)
             }
@@ -438,6 +446,14 @@ pub async fn complete_with_retry<R: Rng + Send + ?Sized>(
             request = next;
         }
     }
+}
+
+/// Tells every instance to stay away from `deployment` (a cooldown, or down).
+async fn report_throttle(env: RetryEnv<'_>, deployment: &str, wait: Duration, now: EpochMillis) {
+    if fault_switches::is_off(Mechanism::FleetCooldown) {
+        return;
+    }
+    env.gate.report_throttle(deployment, wait, now).await;
 }
 
 /// Waits until the governor admits the call, within the deadline and a bounded

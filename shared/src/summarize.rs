@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use crate::clock::{Clock, EpochMillis};
 use crate::dispatcher::AdmittedGroup;
 use crate::extractive;
+use crate::fault_switches::{self, Mechanism};
 use crate::governor::Reservation;
 use crate::job::{JobId, SummaryKind, Tier};
 use crate::llm::{ChatRequest, LlmClient};
@@ -264,6 +265,11 @@ impl TierWorker<'_> {
         }
         let scrub_context = group_scrub_context(items);
         for item in items {
+            if result.is_err() && fault_switches::is_off(Mechanism::ExtractiveFallback) {
+                // The design being proven against: the job leaves with nothing new.
+                self.ack(item.lease, outcome).await?;
+                continue;
+            }
             let (summary, source) = match &result {
                 Ok(completion) => {
                     let text = fan_out(kind, &completion.text, item, items.len(), &scrub_context);

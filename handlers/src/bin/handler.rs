@@ -13,6 +13,7 @@ use anyhow::Context;
 use azure_identity::{ManagedIdentityCredential, ManagedIdentityCredentialOptions, UserAssignedId};
 use stormgate_handlers::app::{AppState, app};
 use stormgate_handlers::config::{OpenAiAuth as OpenAiAuthSetting, Settings, TierSettings};
+use stormgate_handlers::fault_injection;
 use stormgate_handlers::functions::summarize::SummarizeRuntime;
 use stormgate_handlers::lazy_store::LazyStore;
 use stormgate_handlers::openai::{AzureOpenAiClient, OpenAiAuth, OpenAiConfig};
@@ -38,8 +39,12 @@ async fn main() -> ExitCode {
 }
 
 async fn run() -> anyhow::Result<()> {
-    let settings = Settings::load(app_settings(), open_key_vault).await?;
+    let vars = app_settings();
+    let settings = Settings::load(vars.clone(), open_key_vault).await?;
     telemetry::init(settings.log_format, settings.rust_log.as_deref())?;
+    // Test builds only: a clock the fault suite moves, and its mechanism switches.
+    let clock =
+        fault_injection::install(&vars, Arc::new(SystemClock)).map_err(anyhow::Error::msg)?;
 
     let address = ("127.0.0.1", settings.port);
     let listener = tokio::net::TcpListener::bind(address)
@@ -61,7 +66,6 @@ async fn run() -> anyhow::Result<()> {
         settings.redis.clone(),
         settings.azure_client_id.clone(),
     )));
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let state = AppState::new(settings.clone(), store, clock.clone());
     let runtime = summarize_runtime(&settings, &state, clock)?;
     let state = state.with_summarization(runtime);

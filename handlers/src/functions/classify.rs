@@ -6,6 +6,7 @@
 
 use axum::extract::State;
 use stormgate_shared::event::CdcHeaders;
+use stormgate_shared::fault_switches::{self, Mechanism};
 use stormgate_shared::ingest::{
     BatchOutcome, IngestContext, IngestPolicy, RawEvent, classify_batch,
 };
@@ -36,9 +37,15 @@ pub async fn run(
         classifier,
         policy: &policy,
     };
-    let mut outcome = classify_batch(&events, &ctx)
-        .await
-        .map_err(|e| ApiError::Unavailable(e.to_string()))?;
+    let mut outcome = match classify_batch(&events, &ctx).await {
+        Ok(outcome) => outcome,
+        Err(error) if fault_switches::is_off(Mechanism::ClassifyFailure) => {
+            // The design being proven against: the batch is acknowledged unstored.
+            tracing::warn!(%error, "classify batch not stored");
+            BatchOutcome::default()
+        }
+        Err(error) => return Err(ApiError::Unavailable(error.to_string())),
+    };
     for rejected in batch.rejected() {
         let entry = DeadLetter {
             reason: format!("not a Kafka event: {}", rejected.reason),

@@ -1,0 +1,500 @@
+//! The fault suite's world: a real `redis-server` (AOF on when asked), reached by the
+//! handler through a [`FaultProxy`]; the product's Azure OpenAI simulator over HTTP
+//! behind a [`RecordingProxy`]; the real `handler` process; a second instance of the app
+//! in this process for the tier functions (see [`InProcessInstance`]); the Functions
+//! host ([`FunctionsHost`]) between them; a Kafka topic; and a clock every instance
+//! reads and the test moves forward.
+//!
+//! Every fault test ends with the same two verdicts: [`Rig::assert_every_job_settled`]
+//! (each accepted ticket's latest version has, for each summary kind ingest queued for
+//! it, a stored summary that is final — the LLM one or the degraded fallback — and no job
+//! is left in any queue) and [`Rig::assert_nothing_duplicated`] (no customer notice
+//! twice, no successful LLM call twice for one ticket version and kind).
+//!
+//! A module of the test crates (not of the harness library) because it needs the test
+//! builds' features: `test-support` (the throwaway redis-server) and `fault-injection`
+//! (the movable clock and the mechanism switches). Each test binary uses part of it.
+#![allow(dead_code, clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use stormgate_handlers::config::Settings;
+use stormgate_handlers::fault_injection::{AdvancedClock, CLOCK_OFFSET_FILE, DISABLE};
+use stormgate_handlers::system_clock::SystemClock;
+use stormgate_shared::classifier::Classifier;
+use stormgate_shared::clock::{Clock, ManualClock};
+use stormgate_shared::ingest::{IngestContext, IngestPolicy, prepare};
+use stormgate_shared::job::{SummaryKind, Tier};
+use stormgate_shared::lab::simulator::{DeploymentConfig, Faults, Latency, SimulatorConfig};
+use stormgate_shared::prompts;
+use stormgate_shared::store::Store;
+use stormgate_shared::store::memory::MemoryStore;
+use stormgate_shared::store::redis::RedisStore;
+use stormgate_shared::summary::standing;
+use stormgate_shared::testing::redis_server::RedisServer;
+use stormgate_shared::ticket_id::TicketId;
+
+use stormgate_e2e::black_hole::BlackHole;
+use stormgate_e2e::fault_proxy::FaultProxy;
+use stormgate_e2e::functions_host::FunctionsHost;
+use stormgate_e2e::handler_process::HandlerProcess;
+use stormgate_e2e::in_process::InProcessInstance;
+use stormgate_e2e::kafka::Topic;
+use stormgate_e2e::recording_proxy::{Exchange, RecordingProxy};
+use stormgate_e2e::tickets::ticket;
+use stormgate_handlers::simulator_http::{SimulatorHandle, spawn_simulator};
+
+pub const PREMIUM: &str = "premium-deployment";
+pub const STANDARD: &str = "standard-deployment";
+/// The key the simulator accepts and the instances send.
+pub const API_KEY: &str = "simulator-key";
+/// This crate's build of the handler binary, with the test hooks.
+pub const HANDLER: &str = env!("CARGO_BIN_EXE_handler-under-test");
+/// The handler's store namespace (production's).
+const NAMESPACE: &str = "stormgate";
+
+/// How a rig is set up.
+#[derive(Debug, Clone)]
+pub struct RigOptions {
+    /// Redis with AOF (`appendfsync everysec`), as the operations guide recommends.
+    pub aof: bool,
+    /// Faults of both simulated deployments.
+    pub faults: Faults,
+    /// Each deployment's TPM, for the simulator and the governor alike.
+    pub tpm: u64,
+    /// Simulated latency of every answer.
+    pub latency: Duration,
+    /// How long a simulated timeout hangs before its 408.
+    pub hang: Duration,
+}
+
+impl Default for RigOptions {
+    fn default() -> Self {
+        RigOptions {
+            aof: false,
+            faults: Faults::default(),
+            tpm: 1_000_000,
+            latency: Duration::from_millis(5),
+            hang: Duration::from_secs(1),
+        }
+    }
+}
+
+/// One (ticket, kind) whose summary the test waits for, at the ticket's latest version.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ExpectedJob {
+    pub ticket: TicketId,
+    pub number: String,
+    pub version: u64,
+    pub kind: SummaryKind,
+}
+
+/// The running world of one fault test.
+pub struct Rig {
+    dir: PathBuf,
+    pub redis: RedisServer,
+    /// Between the instances and Redis.
+    pub link: FaultProxy,
+    pub simulator: SimulatorHandle,
+    /// Between the instances and the simulator: what was sent.
+    pub llm: RecordingProxy,
+    pub handler: HandlerProcess,
+    /// The process's Azure OpenAI endpoint: every call it makes hangs.
+    pub black_hole: BlackHole,
+    /// The instance the tier functions are sent to.
+    pub worker: InProcessInstance,
+    pub host: FunctionsHost,
+    pub topic: Topic,
+    /// The handler's keys, read directly from Redis (not through the link).
+    pub store: Arc<RedisStore>,
+    clock_file: PathBuf,
+    offset: Duration,
+}
+
+static RIGS: AtomicU64 = AtomicU64::new(0);
+
+impl Rig {
+    /// Starts everything.
+    pub async fn start(options: RigOptions) -> Rig {
+        disable_mechanisms_here();
+        let dir = std::env::temp_dir().join(format!(
+            "stormgate-faults-{}-{}",
+            std::process::id(),
+            RIGS.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let redis = if options.aof {
+            let aof = dir.join("aof");
+            std::fs::create_dir_all(&aof).unwrap();
+            RedisServer::start_with_aof(&aof).unwrap()
+        } else {
+            RedisServer::start().unwrap()
+        };
+        let link = FaultProxy::start(redis.port()).await;
+        let simulator = spawn_simulator(simulator_config(&options)).await.unwrap();
+        let llm = RecordingProxy::start(&simulator.endpoint()).await;
+        let clock_file = dir.join("clock-offset-ms");
+        std::fs::write(&clock_file, "0").unwrap();
+
+        let black_hole = BlackHole::start().await;
+        let tpm = options.tpm.to_string();
+        let mut vars = HandlerProcess::settings(&[
+            ("STORMGATE_REDIS_URL", &link.url()),
+            ("STORMGATE_PREMIUM_TPM", &tpm),
+            ("STORMGATE_STANDARD_TPM", &tpm),
+            // The process takes only https:// endpoints, so it cannot reach the local
+            // simulator: the tier functions go to `worker`, and a call the process
+            // makes hangs (a test kills it in the middle of one).
+            ("AZURE_OPENAI_ENDPOINT", &black_hole.https_url()),
+            ("AZURE_OPENAI_AUTH", "api_key"),
+            ("AZURE_OPENAI_API_KEY", API_KEY),
+            (CLOCK_OFFSET_FILE, clock_file.to_str().unwrap()),
+        ]);
+        if let Some(list) = disabled_mechanisms() {
+            vars.insert(DISABLE.into(), list);
+        }
+        let handler = HandlerProcess::start(HANDLER, vars, dir.join("handler.log")).await;
+
+        let mut settings = Settings::example();
+        settings.redis.url = stormgate_handlers::secrets::Secret::new(link.url());
+        settings.premium.tokens_per_minute = options.tpm;
+        settings.standard.tokens_per_minute = options.tpm;
+        let clock: Arc<dyn Clock> = Arc::new(AdvancedClock::new(
+            Arc::new(SystemClock),
+            clock_file.clone(),
+        ));
+        let worker =
+            InProcessInstance::start(settings, &llm.endpoint(), API_KEY, clock, None).await;
+
+        let store = Arc::new(redis.store(NAMESPACE).unwrap());
+        Rig {
+            dir,
+            redis,
+            link,
+            simulator,
+            llm,
+            handler,
+            black_hole,
+            worker,
+            host: FunctionsHost::new(),
+            topic: Topic::new(),
+            store,
+            clock_file,
+            offset: Duration::ZERO,
+        }
+    }
+
+    /// Where the test keeps its files (logs, AOF, clock).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The handler process's base URL.
+    pub fn handler_url(&self) -> String {
+        self.handler.base_url()
+    }
+
+    /// The base URL the tier functions are sent to.
+    pub fn worker_url(&self) -> String {
+        self.worker.base_url()
+    }
+
+    /// The clock every instance reads, for the test's own admissions and deadlines.
+    pub fn clock(&self) -> AdvancedClock {
+        AdvancedClock::new(Arc::new(SystemClock), self.clock_file.clone())
+    }
+
+    /// Spends the current window of `tier`'s deployment, as a burst from another
+    /// instance would: dispatch defers that tier's calls until the window frees.
+    pub async fn spend_window(&self, tier: Tier) {
+        let governor = &self.worker.state().governor;
+        let deployment = governor.deployment_for(tier).unwrap().clone();
+        let limits = governor.limits(&deployment).unwrap();
+        let admission = governor
+            .admit(
+                &deployment,
+                stormgate_shared::tokens::Tokens(limits.tokens),
+                self.clock().now(),
+            )
+            .await
+            .unwrap();
+        assert!(
+            matches!(
+                admission,
+                stormgate_shared::governor::Admission::Admitted(_)
+            ),
+            "{admission:?}"
+        );
+    }
+
+    /// Moves every instance's clock forward by `d` at once.
+    pub fn advance_clock(&mut self, d: Duration) {
+        self.offset += d;
+        let staging = self.clock_file.with_extension("new");
+        std::fs::write(&staging, self.offset.as_millis().to_string()).unwrap();
+        std::fs::rename(&staging, &self.clock_file).unwrap();
+    }
+
+    /// Delivers the topic's records in `range` to `classify` on the handler; asserts 2xx.
+    pub async fn classify(&mut self, range: std::ops::Range<usize>) -> Value {
+        let answer = self
+            .host
+            .classify(&self.handler.base_url(), self.topic.records(range))
+            .await;
+        assert!(
+            answer.is_success(),
+            "classify failed: {:?} {}\n{}",
+            answer.status,
+            answer.body,
+            self.handler.log_tail(10)
+        );
+        answer.body["ReturnValue"].clone()
+    }
+
+    /// Dispatch ticks on the handler and deliveries to the worker until no job is left
+    /// in Redis or in the host's queues, at most `rounds` times. Returns the ticks'
+    /// reports (`ReturnValue`s).
+    pub async fn settle(&mut self, rounds: usize) -> Vec<Value> {
+        let mut ticks = Vec::new();
+        for _ in 0..rounds {
+            if self.is_idle().await {
+                break;
+            }
+            let tick = self.host.dispatch(&self.handler.base_url()).await;
+            assert!(
+                tick.is_success(),
+                "dispatch failed: {:?} {}\n{}",
+                tick.status,
+                tick.body,
+                self.handler.log_tail(10)
+            );
+            ticks.push(tick.body["ReturnValue"].clone());
+            let worker = self.worker.base_url();
+            self.host.deliver(&worker).await;
+        }
+        ticks
+    }
+
+    /// No job pending or leased in any tier, and no message waiting in the host.
+    pub async fn is_idle(&self) -> bool {
+        let mut idle = Tier::LLM.iter().all(|t| self.host.queued(*t) == 0);
+        for tier in [Tier::Premium, Tier::Standard, Tier::Extractive] {
+            let stats = self.store.queue_stats(tier).await.unwrap();
+            idle &= stats.pending == 0 && stats.leased == 0;
+        }
+        idle
+    }
+
+    /// Pending and leased jobs per tier, for failure messages.
+    pub async fn queue_report(&self) -> String {
+        let mut report = String::new();
+        for tier in [Tier::Premium, Tier::Standard, Tier::Extractive] {
+            let stats = self.store.queue_stats(tier).await.unwrap();
+            report.push_str(&format!(
+                "{tier}: {} pending, {} leased; ",
+                stats.pending, stats.leased
+            ));
+        }
+        report.push_str(&format!(
+            "host queues: {} premium, {} standard, {} poisoned",
+            self.host.queued(Tier::Premium),
+            self.host.queued(Tier::Standard),
+            self.host.poison.len()
+        ));
+        report
+    }
+
+    /// Every job ingest queued for the latest version of each ticket in `events` (the
+    /// real parser, classifier and ingest decide which kinds a ticket gets).
+    pub fn expected_jobs(events: &[Value]) -> BTreeSet<ExpectedJob> {
+        let classifier = Classifier::embedded().unwrap();
+        let store = MemoryStore::new();
+        let clock = ManualClock::default();
+        let policy = IngestPolicy::default();
+        let ctx = IngestContext {
+            store: &store,
+            clock: &clock,
+            classifier: &classifier,
+            policy: &policy,
+        };
+        let mut latest: BTreeMap<TicketId, (u64, Vec<ExpectedJob>)> = BTreeMap::new();
+        for event in events {
+            let record = prepare(ticket(event), &ctx, clock.now()).unwrap();
+            let jobs = record
+                .jobs
+                .iter()
+                .map(|j| ExpectedJob {
+                    ticket: j.id.ticket.clone(),
+                    number: j.number.clone(),
+                    version: j.id.version,
+                    kind: j.id.kind,
+                })
+                .collect();
+            let entry = latest
+                .entry(record.ticket.clone())
+                .or_insert((0, Vec::new()));
+            if record.version >= entry.0 {
+                *entry = (record.version, jobs);
+            }
+        }
+        latest.into_values().flat_map(|(_, jobs)| jobs).collect()
+    }
+
+    /// Each expected job ended with its final summary stored (LLM, or the degraded
+    /// fallback) for its version, and no job is left anywhere.
+    pub async fn assert_every_job_settled(&self, expected: &BTreeSet<ExpectedJob>) {
+        assert!(!expected.is_empty(), "a test must expect some jobs");
+        let mut unsettled = Vec::new();
+        for job in expected {
+            match self.store.summary(&job.ticket, job.kind).await.unwrap() {
+                None => unsettled.push(format!("{} {}: no summary", job.number, job.kind)),
+                Some(s) if s.version != job.version => unsettled.push(format!(
+                    "{} {}: summary of version {}, expected {}",
+                    job.number, job.kind, s.version, job.version
+                )),
+                Some(s) if standing(&s) == 0 => unsettled.push(format!(
+                    "{} {}: only the instant extractive summary (no LLM summary, no fallback)",
+                    job.number, job.kind
+                )),
+                Some(_) => {}
+            }
+        }
+        assert!(
+            unsettled.is_empty() && self.is_idle().await,
+            "{} of {} jobs unsettled: {}\nqueues: {}",
+            unsettled.len(),
+            expected.len(),
+            unsettled.join("; "),
+            self.queue_report().await
+        );
+    }
+
+    /// No customer notice was published twice for one ticket version, and no ticket
+    /// version and kind got a successful LLM answer more than `max_llm_answers` times.
+    pub fn assert_nothing_duplicated(&self, max_llm_answers: usize) {
+        let mut notices: BTreeMap<(String, u64), usize> = BTreeMap::new();
+        for notice in &self.host.notices {
+            let key = (
+                notice["ticket"].as_str().unwrap_or_default().to_owned(),
+                notice["version"].as_u64().unwrap_or_default(),
+            );
+            *notices.entry(key).or_default() += 1;
+        }
+        let twice: Vec<_> = notices.iter().filter(|(_, n)| **n > 1).collect();
+        assert!(
+            twice.is_empty(),
+            "customer notices sent more than once: {twice:?}"
+        );
+
+        let answers = llm_answers_per_job(&self.llm.exchanges());
+        let over: Vec<_> = answers
+            .iter()
+            .filter(|(_, n)| **n > max_llm_answers)
+            .collect();
+        assert!(
+            over.is_empty(),
+            "LLM answers per (ticket, version marker, kind) above {max_llm_answers}: {over:?}"
+        );
+    }
+
+    /// Waits up to `timeout` for `condition`, polling.
+    pub async fn eventually<F, Fut>(&self, timeout: Duration, what: &str, mut condition: F)
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = bool>,
+    {
+        let started = Instant::now();
+        while !condition().await {
+            assert!(started.elapsed() < timeout, "timed out waiting for {what}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+impl Drop for Rig {
+    fn drop(&mut self) {
+        self.handler.kill();
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        } else {
+            eprintln!("fault rig files kept in {}", self.dir.display());
+        }
+    }
+}
+
+/// The mechanisms to switch off, from the test's environment: how the suite is run
+/// against a product with one mechanism disabled (docs/operations.md).
+pub fn disabled_mechanisms() -> Option<String> {
+    std::env::var(DISABLE).ok().filter(|v| !v.trim().is_empty())
+}
+
+/// Switches the same mechanisms off in this process (the in-process instance).
+pub fn disable_mechanisms_here() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        if let Some(list) = disabled_mechanisms() {
+            stormgate_shared::fault_switches::disable_listed(&list).unwrap();
+        }
+    });
+}
+
+fn simulator_config(options: &RigOptions) -> SimulatorConfig {
+    let deployments = [PREMIUM, STANDARD]
+        .into_iter()
+        .map(|name| {
+            let mut d = DeploymentConfig::new(name, "gpt-4o-2024-08-06", options.tpm);
+            d.latency = Latency {
+                first_token_ms: options.latency.as_millis() as u64,
+                per_output_token_ms: 0,
+            };
+            d.faults = options.faults.clone();
+            d
+        })
+        .collect();
+    let mut config = SimulatorConfig::new(11, deployments);
+    config.api_key = API_KEY.into();
+    config.hang_ms = options.hang.as_millis() as u64;
+    config
+}
+
+/// The summary kind a request is for, from its system message.
+pub fn request_kind(exchange: &Exchange) -> Option<SummaryKind> {
+    SummaryKind::ALL.into_iter().find(|kind| {
+        exchange
+            .system()
+            .starts_with(prompts::current(*kind).system)
+    })
+}
+
+/// A ticket's version as the fault tests write it into the short description
+/// (`... report N`), read back from its block of a request; 1 when absent.
+pub fn version_marker(block: &str) -> u64 {
+    block
+        .split("report ")
+        .nth(1)
+        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|digits| digits.parse().ok())
+        .unwrap_or(1)
+}
+
+/// Successful LLM answers per (ticket number, version marker, kind).
+pub fn llm_answers_per_job(exchanges: &[Exchange]) -> BTreeMap<(String, u64, SummaryKind), usize> {
+    let mut answers = BTreeMap::new();
+    for exchange in exchanges.iter().filter(|e| e.status == Some(200)) {
+        let Some(kind) = request_kind(exchange) else {
+            continue;
+        };
+        for (number, block) in exchange.ticket_blocks() {
+            *answers
+                .entry((number, version_marker(&block), kind))
+                .or_default() += 1;
+        }
+    }
+    answers
+}
