@@ -20,6 +20,10 @@
 //!      summary and acknowledges them, so no job ever ends without a summary;
 //! 3. logs its counters and the gauges ([`crate::gauges`]).
 //!
+//! A tick that fails (Redis unreachable midway) hands the jobs it leased back to their
+//! queues before returning the error, since the caller's answer, and with it every
+//! queue message, is discarded; what cannot be handed back returns at lease expiry.
+//!
 //! A job whose deadline has passed is still admitted if budget is there right now: a
 //! late LLM summary beats none; it spills only when the tier cannot serve it at once.
 //!
@@ -160,19 +164,30 @@ pub async fn dispatch_once(ctx: &DispatchContext<'_>) -> Result<DispatchOutcome,
         waits_left: MAX_WAITS_PER_TICK,
         admitted: Vec::new(),
         spilled: Vec::new(),
+        in_hand: Vec::new(),
         counters: DispatchCounters {
             reclaimed: reclaim_expired(ctx, started_at).await?,
             ..DispatchCounters::default()
         },
     };
     for tier in Tier::LLM {
-        tick.serve_tier(tier).await?;
+        if let Err(error) = tick.serve_tier(tier).await {
+            tick.hand_back().await;
+            return Err(error);
+        }
     }
     let finished_at = ctx.clock.now();
     let gauges = if ctx.emit_gauges {
-        let g = Gauges::collect(ctx.store, ctx.governor, finished_at).await?;
-        g.emit();
-        Some(g)
+        match Gauges::collect(ctx.store, ctx.governor, finished_at).await {
+            Ok(g) => {
+                g.emit();
+                Some(g)
+            }
+            Err(error) => {
+                tick.hand_back().await;
+                return Err(error.into());
+            }
+        }
     } else {
         None
     };
@@ -210,10 +225,55 @@ struct Tick<'c, 'a> {
     waits_left: u32,
     admitted: Vec<AdmittedGroup>,
     spilled: Vec<SpilledGroup>,
+    /// The group being placed: leased, not yet admitted, spilled or released.
+    in_hand: Vec<Lease>,
     counters: DispatchCounters,
 }
 
 impl Tick<'_, '_> {
+    /// The tick failed (Redis went away mid-tick), so the host discards its answer and
+    /// no message will carry the jobs it leased: hand them back to their queues now and
+    /// refund their reservations, instead of leaving them until their leases expire
+    /// (minutes, longer than a P1's deadline). Best effort: whatever cannot be handed
+    /// back now still comes back through lease expiry.
+    async fn hand_back(&mut self) {
+        let admitted = std::mem::take(&mut self.admitted);
+        for group in &admitted {
+            if let Err(error) = self
+                .ctx
+                .governor
+                .reconcile(&group.reservation, Tokens::ZERO)
+                .await
+            {
+                tracing::warn!(%error, "reservation of a failed tick not refunded");
+            }
+        }
+        let held = admitted
+            .into_iter()
+            .flat_map(|g| g.leases)
+            .chain(std::mem::take(&mut self.in_hand))
+            .chain(
+                std::mem::take(&mut self.spilled)
+                    .into_iter()
+                    .filter(|s| s.to == Tier::Extractive)
+                    .flat_map(|s| s.leases),
+            );
+        let mut handed_back = 0;
+        for lease in held {
+            // False when the lease was already released or spilled: nothing to do.
+            match self.ctx.store.release(&lease, lease.job.tier).await {
+                Ok(released) => handed_back += u64::from(released),
+                Err(error) => {
+                    tracing::warn!(job = %lease.job.id, %error, "left to lease expiry");
+                }
+            }
+        }
+        tracing::warn!(
+            handed_back,
+            "dispatch tick failed; its leased jobs handed back"
+        );
+    }
+
     async fn serve_tier(&mut self, tier: Tier) -> Result<(), DispatchError> {
         let config = self.ctx.config;
         let deployment = self.ctx.governor.deployment_for(tier).cloned();
@@ -233,6 +293,7 @@ impl Tick<'_, '_> {
                 return Ok(());
             }
             self.counters.leased_jobs += group.len() as u64;
+            self.in_hand = group.clone();
             let mut calls = split_by_kind(group).into_iter();
             let mut stop = false;
             for (kind, leases) in calls.by_ref() {
@@ -250,8 +311,10 @@ impl Tick<'_, '_> {
                 for (_, leases) in calls {
                     self.release(tier, &leases).await?;
                 }
+                self.in_hand.clear();
                 return Ok(());
             }
+            self.in_hand.clear();
         }
         Ok(())
     }

@@ -5,12 +5,18 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
+
+use async_trait::async_trait;
 
 use stormgate_shared::clock::{Clock, EpochMillis, ManualClock};
 use stormgate_shared::dispatch_policy::{DispatchConfig, DispatchConfigFile};
 use stormgate_shared::dispatcher::{DispatchContext, DispatchOutcome, SpillReason, dispatch_once};
-use stormgate_shared::governor::{DeploymentBudget, Governor, GovernorPolicy, MemoryLedger};
+use stormgate_shared::governor::{
+    Admission, DeploymentBudget, DeploymentName, Governor, GovernorPolicy, Ledger, LedgerError,
+    LedgerSnapshot, MemoryLedger, Reconciliation, Reservation, ThrottleKind, WindowLimits,
+};
 use stormgate_shared::job::{Job, JobId, SummaryKind, Tier};
 use stormgate_shared::severity::Severity;
 use stormgate_shared::store::Store;
@@ -367,4 +373,88 @@ async fn gauges_report_queues_and_deployments() {
     assert_eq!(premium.remaining_tokens, 0);
     assert_eq!(premium.ledger.admitted, 9);
     assert_eq!(premium.ledger.deferred, 1);
+}
+
+/// A ledger that admits `admits` calls and is unreachable from then on: Redis going
+/// away in the middle of a tick.
+#[derive(Debug)]
+struct LedgerLostMidTick {
+    inner: MemoryLedger,
+    admits: AtomicU32,
+}
+
+#[async_trait]
+impl Ledger for LedgerLostMidTick {
+    async fn admit(
+        &self,
+        deployment: &DeploymentName,
+        limits: &WindowLimits,
+        cost: Tokens,
+        now: EpochMillis,
+    ) -> Result<Admission, LedgerError> {
+        let left = self.admits.load(Ordering::SeqCst);
+        if left == 0 {
+            return Err(LedgerError::Unavailable("connection reset".into()));
+        }
+        self.admits.store(left - 1, Ordering::SeqCst);
+        self.inner.admit(deployment, limits, cost, now).await
+    }
+    async fn reconcile(
+        &self,
+        reservation: &Reservation,
+        used: Tokens,
+    ) -> Result<Reconciliation, LedgerError> {
+        self.inner.reconcile(reservation, used).await
+    }
+    async fn throttle(
+        &self,
+        deployment: &DeploymentName,
+        kind: ThrottleKind,
+        until: EpochMillis,
+    ) -> Result<EpochMillis, LedgerError> {
+        self.inner.throttle(deployment, kind, until).await
+    }
+    async fn snapshot(
+        &self,
+        deployment: &DeploymentName,
+        limits: &WindowLimits,
+        now: EpochMillis,
+    ) -> Result<LedgerSnapshot, LedgerError> {
+        self.inner.snapshot(deployment, limits, now).await
+    }
+}
+
+#[tokio::test]
+async fn a_tick_that_fails_midway_hands_every_job_it_leased_back_at_once() {
+    let mut rig = rig(one_job_per_call());
+    rig.governor = Governor::new(
+        Arc::new(LedgerLostMidTick {
+            inner: MemoryLedger::new(),
+            admits: 2.into(),
+        }),
+        GovernorPolicy::default(),
+        [DeploymentBudget {
+            tier: Tier::Premium,
+            deployment: "gpt-4o".parse().unwrap(),
+            tpm: 60_000,
+        }],
+    );
+    rig.enqueue(&[
+        job(1, Severity::P1, T0, LONG),
+        job(2, Severity::P1, T0, LONG),
+        job(3, Severity::P1, T0, LONG),
+    ])
+    .await;
+    let failed = dispatch_once(&DispatchContext {
+        store: &rig.store,
+        governor: &rig.governor,
+        clock: &rig.clock,
+        config: &rig.config,
+        emit_gauges: false,
+    })
+    .await;
+    assert!(failed.is_err(), "the third admission met the lost ledger");
+    // The caller's answer is discarded with the error: no job may wait for its lease.
+    let stats = rig.store.queue_stats(Tier::Premium).await.unwrap();
+    assert_eq!((stats.pending, stats.leased), (3, 0));
 }

@@ -24,6 +24,8 @@ enum Link {
 struct Shared {
     link: Link,
     connections: Vec<JoinHandle<()>>,
+    /// Bytes passed from the handler to Redis so far.
+    forwarded: usize,
 }
 
 impl Shared {
@@ -57,6 +59,7 @@ impl FaultProxy {
         let shared = Arc::new(Mutex::new(Shared {
             link: Link::Up,
             connections: Vec::new(),
+            forwarded: 0,
         }));
         let accepting = shared.clone();
         let task = tokio::spawn(async move {
@@ -93,6 +96,11 @@ impl FaultProxy {
     /// The next `bytes` bytes from the handler reach Redis; then the link goes down.
     pub fn cut_after(&self, bytes: usize) {
         self.shared.lock().unwrap().link = Link::CutAfter(bytes);
+    }
+
+    /// Bytes passed from the handler to Redis so far (to size a cut).
+    pub fn forwarded(&self) -> usize {
+        self.shared.lock().unwrap().forwarded
     }
 
     /// Whether the link went down (by [`FaultProxy::down`] or a spent cut).
@@ -138,7 +146,7 @@ async fn relay(mut client: TcpStream, upstream: SocketAddr, shared: Arc<Mutex<Sh
 /// when it runs out.
 fn allowance(shared: &Mutex<Shared>, n: usize) -> usize {
     let mut state = shared.lock().unwrap();
-    match state.link {
+    let allowed = match state.link {
         Link::Up => n,
         Link::Down => 0,
         Link::CutAfter(budget) if n < budget => {
@@ -149,5 +157,7 @@ fn allowance(shared: &Mutex<Shared>, n: usize) -> usize {
             state.link = Link::Down;
             budget
         }
-    }
+    };
+    state.forwarded += allowed;
+    allowed
 }

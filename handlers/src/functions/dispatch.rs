@@ -3,9 +3,10 @@
 //! it as the same [`AdmittedGroup`]); each job spilled to the extractive tier is settled
 //! here, with its degraded extractive summary stored and its lease acknowledged.
 //!
-//! A failed tick answers non-2xx and the host discards its outputs: the leases it took
-//! expire and the jobs are dispatched again by a later tick (the timer retries every
-//! 5 s), so nothing is lost, only delayed. A failure to settle one spilled job does not
+//! A failed tick answers non-2xx and the host discards its outputs: the jobs it leased
+//! are handed back to their queues before it answers (`dispatch_once`), or, when Redis
+//! is too far gone for that, come back when their leases expire; a later tick (the
+//! timer fires every 5 s) dispatches them again. Nothing is lost, only delayed. A failure to settle one spilled job does not
 //! fail the tick (that would discard the other groups' messages): its lease expires and
 //! it is dispatched again.
 

@@ -129,7 +129,7 @@ impl Rig {
         ));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        let redis = if options.aof {
+        let redis = if options.aof && !is_disabled(REDIS_AOF) {
             let aof = dir.join("aof");
             std::fs::create_dir_all(&aof).unwrap();
             RedisServer::start_with_aof(&aof).unwrap()
@@ -257,6 +257,26 @@ impl Rig {
         answer.body["ReturnValue"].clone()
     }
 
+    /// Delivers the range to `classify` as the host does under the function's retry
+    /// policy (function.json: up to 5 retries; here without the waits): again until an
+    /// invocation succeeds. Returns its `ReturnValue`.
+    pub async fn classify_retrying(&mut self, range: std::ops::Range<usize>) -> Value {
+        for _ in 0..=5 {
+            let answer = self
+                .host
+                .classify(&self.handler.base_url(), self.topic.records(range.clone()))
+                .await;
+            if answer.is_success() {
+                return answer.body["ReturnValue"].clone();
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        panic!(
+            "classify failed six times in a row\n{}",
+            self.handler.log_tail(10)
+        );
+    }
+
     /// Dispatch ticks on the handler and deliveries to the worker until no job is left
     /// in Redis or in the host's queues, at most `rounds` times. Returns the ticks'
     /// reports (`ReturnValue`s).
@@ -266,15 +286,13 @@ impl Rig {
             if self.is_idle().await {
                 break;
             }
+            // A failed tick is the timer's business: the next one runs 5 s later.
             let tick = self.host.dispatch(&self.handler.base_url()).await;
-            assert!(
-                tick.is_success(),
-                "dispatch failed: {:?} {}\n{}",
-                tick.status,
-                tick.body,
-                self.handler.log_tail(10)
-            );
-            ticks.push(tick.body["ReturnValue"].clone());
+            if tick.is_success() {
+                ticks.push(tick.body["ReturnValue"].clone());
+            } else {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
             let worker = self.worker.base_url();
             self.host.deliver(&worker).await;
         }
@@ -403,6 +421,38 @@ impl Rig {
         );
     }
 
+    /// Kills Redis (SIGKILL) and starts it again on the same port and files, then waits
+    /// until the test's own connection works again.
+    pub async fn crash_redis(&mut self) {
+        tokio::task::block_in_place(|| self.redis.crash_and_restart().unwrap());
+        self.wait_for_store().await;
+    }
+
+    /// Waits until the test's connection to Redis answers (it reconnects after a restart).
+    pub async fn wait_for_store(&self) {
+        let started = Instant::now();
+        while self.store.queue_stats(Tier::Premium).await.is_err() {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "Redis never came back"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// The read API's answer for `ticket` on the handler, asked again while the handler
+    /// answers 503 (its connection to Redis being re-established).
+    pub async fn read_api(&self, ticket: &str) -> stormgate_e2e::functions_host::Answer {
+        for _ in 0..50 {
+            let answer = self.host.summaries(&self.handler.base_url(), ticket).await;
+            if answer.status != Some(503) {
+                return answer;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("the read API answered 503 for 5 s")
+    }
+
     /// Waits up to `timeout` for `condition`, polling.
     pub async fn eventually<F, Fut>(&self, timeout: Duration, what: &str, mut condition: F)
     where
@@ -430,8 +480,26 @@ impl Drop for Rig {
 
 /// The mechanisms to switch off, from the test's environment: how the suite is run
 /// against a product with one mechanism disabled (docs/operations.md).
+/// Besides the product's mechanisms, the list may name [`REDIS_AOF`]: Redis then runs
+/// without persistence, the deployment choice the AOF test proves against.
 pub fn disabled_mechanisms() -> Option<String> {
-    std::env::var(DISABLE).ok().filter(|v| !v.trim().is_empty())
+    let list = std::env::var(DISABLE).ok()?;
+    let product: Vec<&str> = list
+        .split(',')
+        .map(str::trim)
+        .filter(|name| !name.is_empty() && *name != REDIS_AOF)
+        .collect();
+    (!product.is_empty()).then(|| product.join(","))
+}
+
+/// The harness's own switch: Redis without AOF where a test asks for it.
+pub const REDIS_AOF: &str = "redis_aof";
+
+/// Whether the run switched `name` off (a product mechanism or [`REDIS_AOF`]).
+pub fn is_disabled(name: &str) -> bool {
+    std::env::var(DISABLE)
+        .map(|list| list.split(',').any(|n| n.trim() == name))
+        .unwrap_or(false)
 }
 
 /// Switches the same mechanisms off in this process (the in-process instance).
