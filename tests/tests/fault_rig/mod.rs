@@ -540,11 +540,22 @@ pub fn request_kind(exchange: &Exchange) -> Option<SummaryKind> {
     })
 }
 
-/// A ticket's version as the fault tests write it into the short description
-/// (`... report N`), read back from its block of a request; 1 when absent.
+/// Version `version` of the fault tests' ticket `n` (of `outage`): from version 2 on,
+/// the short description says `update #N`, so a request shows which version it carries.
+pub fn ticket_version(n: u16, outage: u16, version: u64) -> Value {
+    let mut event = stormgate_e2e::tickets::event(n, outage, version);
+    if version > 1 {
+        event["short_description"] =
+            Value::from(format!("Site {n} down after fibre cut, update #{version}"));
+    }
+    event
+}
+
+/// A ticket's version as [`ticket_version`] writes it, read back from its block of a
+/// request; 1 when absent.
 pub fn version_marker(block: &str) -> u64 {
     block
-        .split("report ")
+        .split("update #")
         .nth(1)
         .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
         .and_then(|digits| digits.parse().ok())
