@@ -347,7 +347,7 @@ pub async fn complete_with_retry<R: Rng + Send + ?Sized>(
     let mut request = request;
     let mut reservation = match admitted {
         Some(r) => r,
-        None => match readmit(env, &request.deployment, cost).await {
+        None => match readmit(env, &request.deployment, cost, rng).await {
             Ok(r) => r,
             Err(reason) => {
                 return RetryOutcome {
@@ -433,7 +433,7 @@ pub async fn complete_with_retry<R: Rng + Send + ?Sized>(
             };
         }
         env.clock.sleep(wait).await;
-        reservation = match readmit(env, &request.deployment, cost).await {
+        reservation = match readmit(env, &request.deployment, cost, rng).await {
             Ok(r) => r,
             Err(reason) => {
                 return RetryOutcome {
@@ -458,7 +458,17 @@ async fn report_throttle(env: RetryEnv<'_>, deployment: &str, wait: Duration, no
 
 /// Waits until the governor admits the call, within the deadline and a bounded
 /// number of waits.
-async fn readmit(env: RetryEnv<'_>, deployment: &str, cost: Tokens) -> Result<Reservation, GiveUp> {
+///
+/// Every worker the governor holds back is told the same instant (the end of the
+/// fleet-wide cooldown or of the window), so each waits a random spread beyond it, as
+/// for a throttle hint: otherwise they would all call again in the same millisecond,
+/// a synchronized wave that meets the next 429 together.
+async fn readmit<R: Rng + Send + ?Sized>(
+    env: RetryEnv<'_>,
+    deployment: &str,
+    cost: Tokens,
+    rng: &mut R,
+) -> Result<Reservation, GiveUp> {
     for _ in 0..=env.policy.max_admission_waits {
         match env.gate.readmit(deployment, cost, env.clock.now()).await {
             Readmission::Admitted(reservation) => return Ok(reservation),
@@ -467,7 +477,9 @@ async fn readmit(env: RetryEnv<'_>, deployment: &str, cost: Tokens) -> Result<Re
             Readmission::WaitUntil(at) if at > env.deadline => return Err(GiveUp::DeadlinePassed),
             Readmission::WaitUntil(at) => {
                 let now = env.clock.now();
-                env.clock.sleep(at.since(now)).await;
+                let held = at.since(now);
+                let wait = held + hint_spread(env.policy, held, rng);
+                env.clock.sleep(wait.min(env.deadline.since(now))).await;
             }
         }
     }
@@ -815,6 +827,29 @@ mod tests {
             .push_back(Readmission::Refused);
         assert_eq!(refused.run(9).await.result, Err(GiveUp::NotReadmitted));
         assert_eq!(refused.client.calls(), 1);
+    }
+
+    #[tokio::test]
+    async fn workers_held_until_one_instant_come_back_spread_over_a_second() {
+        // Twenty workers whose retry the governor holds until the same instant (the
+        // end of a fleet-wide cooldown) must not all call again at that instant.
+        let mut returns = Vec::new();
+        for seed in 0..20 {
+            let rig = Rig::new(vec![Err(server_error()), Ok(completion())]);
+            let held_until = rig.clock.now().plus(Duration::from_secs(5));
+            rig.admission
+                .answer
+                .lock()
+                .unwrap()
+                .push_back(Readmission::WaitUntil(held_until));
+            let outcome = rig.run(seed).await;
+            let back = outcome.calls[1].started_at;
+            assert!(back >= held_until && back <= held_until.plus(Duration::from_secs(1)));
+            returns.push(back.since(held_until).as_millis());
+        }
+        returns.sort();
+        returns.dedup();
+        assert!(returns.len() >= 18, "{returns:?}");
     }
 
     #[test]

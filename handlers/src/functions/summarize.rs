@@ -88,9 +88,11 @@ async fn summarize(
         clock: state.clock.as_ref(),
         deployment,
         settings: runtime.settings,
-        // Distinct per invocation so that workers never share a jitter sequence.
+        // Distinct per invocation so that workers never share a jitter sequence: the
+        // host starts a batch of queue messages in the same millisecond, so the time
+        // cannot be the distinguishing part.
         rng: Mutex::new(SmallRng::seed_from_u64(
-            runtime.seed ^ state.clock.now().as_millis(),
+            runtime.seed ^ rand::random::<u64>(),
         )),
     };
     let outcome = worker.summarize_admitted(&handoff).await?;
