@@ -766,6 +766,81 @@ async fn regions_marked_by_ingest_are_taken_once(store: &dyn Store) {
     );
 }
 
+async fn a_region_change_marks_the_roll_ups_of_both_regions_due(store: &dyn Store) {
+    store
+        .ingest(&[in_region(1, 1, Some("emea")), in_region(2, 1, Some("apac"))])
+        .await
+        .unwrap();
+    store.take_due_regions().await.unwrap();
+
+    store
+        .ingest(&[in_region(1, 2, Some("amer"))])
+        .await
+        .unwrap();
+    assert_eq!(
+        store.take_due_regions().await.unwrap(),
+        vec!["amer".to_owned(), "emea".to_owned()],
+        "the region left and the region joined"
+    );
+
+    store.ingest(&[in_region(1, 3, None)]).await.unwrap();
+    assert_eq!(
+        store.take_due_regions().await.unwrap(),
+        vec!["amer".to_owned()],
+        "a ticket losing its region leaves that region"
+    );
+
+    store
+        .ingest(&[in_region(1, 2, Some("apac")), in_region(2, 1, Some("emea"))])
+        .await
+        .unwrap();
+    assert!(
+        store.take_due_regions().await.unwrap().is_empty(),
+        "stale and duplicate versions move no ticket"
+    );
+
+    store
+        .ingest(&[in_region(2, 2, Some("apac"))])
+        .await
+        .unwrap();
+    assert_eq!(
+        store.take_due_regions().await.unwrap(),
+        vec!["apac".to_owned()],
+        "staying in a region marks only that region"
+    );
+}
+
+async fn a_ticket_evicted_from_its_region_index_still_marks_that_region_when_it_moves(
+    store: &dyn Store,
+) {
+    let total = REGION_INDEX_CAP as u64 + 1;
+    for chunk in (1..=total).collect::<Vec<_>>().chunks(500) {
+        let batch: Vec<_> = chunk
+            .iter()
+            .map(|&n| in_region(n, 1, Some("emea")))
+            .collect();
+        store.ingest(&batch).await.unwrap();
+    }
+    assert!(
+        !store
+            .region_tickets("emea", usize::MAX)
+            .await
+            .unwrap()
+            .contains(&ticket(1)),
+        "the oldest ticket was evicted from the index"
+    );
+    store.take_due_regions().await.unwrap();
+
+    store
+        .ingest(&[in_region(1, 2, Some("apac"))])
+        .await
+        .unwrap();
+    assert_eq!(
+        store.take_due_regions().await.unwrap(),
+        vec!["apac".to_owned(), "emea".to_owned()]
+    );
+}
+
 fn in_region(n: u64, version: u64, region: Option<&str>) -> IngestRecord {
     let mut r = record(n, version, vec![]);
     r.region = region.map(str::to_owned);
@@ -914,6 +989,8 @@ conformance!(
     queue_stats_report_pending_leased_and_oldest_per_severity,
     dead_letters_are_listed_oldest_first_and_removable,
     regions_marked_by_ingest_are_taken_once,
+    a_region_change_marks_the_roll_ups_of_both_regions_due,
+    a_ticket_evicted_from_its_region_index_still_marks_that_region_when_it_moves,
     unknown_tickets_have_no_snapshot_and_no_summary,
     regions_list_their_tickets_latest_first,
     a_region_keeps_only_its_latest_tickets,

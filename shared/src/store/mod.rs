@@ -59,7 +59,8 @@ pub const REGION_INDEX_CAP: usize = 10_000;
 
 /// Everything `classify` writes for one accepted ticket version, applied atomically:
 /// the version check, the ticket snapshot, the instant extractive summary, cancellation
-/// of superseded work, the new jobs, and the region's rollup mark.
+/// of superseded work, the new jobs, and the roll-up marks of the region it joins and of
+/// the region its previous version was filed under.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct IngestRecord {
     pub ticket: TicketId,
@@ -170,7 +171,8 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// [`crate::summary::replaces`]), cancels every pending job of older versions,
     /// queues its jobs (no technician job when the ticket is closed), files the ticket
     /// under its region (see [`Store::region_tickets`]) and marks the region's roll-up
-    /// due. An empty region counts as none.
+    /// due. When the stored older version was filed under another region, that region's
+    /// roll-up is marked due as well (the ticket left it). An empty region counts as none.
     async fn ingest(&self, records: &[IngestRecord]) -> Result<Vec<IngestOutcome>, StoreError>;
 
     /// The latest snapshot stored for a ticket, with its version.
