@@ -2,9 +2,10 @@
 //!
 //! Each event is handled on its own: parsed ([`crate::event`]), its log bounded, classified,
 //! summarized extractively (zero tokens), and turned into an [`IngestRecord`] whose jobs carry
-//! severity, tier, token estimate, deadline and coalescing key. Malformed events are
-//! dead-lettered with the reason, the raw value and their Kafka coordinates. The batch fails
-//! only when nothing could be stored, because the Kafka extension commits offsets even for a
+//! severity, tier, token estimate, deadline (from the one [`DeadlinePolicy`], which the
+//! dispatcher then spills by) and coalescing key. Malformed events are dead-lettered with
+//! the reason, the raw value and their Kafka coordinates. The batch fails only when nothing
+//! could be stored, because the Kafka extension commits offsets even for a
 //! failed invocation (docs/ticket-events.md): failing the batch for one bad event would lose
 //! the good ones.
 
@@ -15,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use crate::classifier::Classifier;
 use crate::classifier::features::FeatureInput;
 use crate::clock::{Clock, EpochMillis};
+use crate::deadline_policy::DeadlinePolicy;
 use crate::event::{CdcHeaders, ParseLimits, Ticket, parse_event};
 use crate::extractive;
 use crate::job::{Job, JobId, SummaryKind, Tier};
@@ -37,20 +39,6 @@ pub struct RawEvent {
     pub offset: Option<i64>,
 }
 
-/// Per-severity durations, P1 first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BySeverity(pub [Duration; 5]);
-
-impl BySeverity {
-    pub fn get(&self, s: Severity) -> Duration {
-        self.0[s.index()]
-    }
-}
-
-const fn minutes(m: u64) -> Duration {
-    Duration::from_secs(m * 60)
-}
-
 /// How ingest turns a ticket into work. Defaults are the product's; the handler may override.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct IngestPolicy {
@@ -58,8 +46,8 @@ pub struct IngestPolicy {
     pub bounding: BoundingLimits,
     /// Routing severities at or above this go to the premium tier; the rest to standard.
     pub premium_up_to: Severity,
-    pub technician_deadline: BySeverity,
-    pub customer_deadline: BySeverity,
+    /// Stamped on every job queued; the dispatcher spills by it.
+    pub deadlines: DeadlinePolicy,
     /// Tickets of one outage opened within this window share a coalescing key.
     pub coalesce_window: Duration,
     pub technician_max_output: Tokens,
@@ -76,21 +64,8 @@ impl Default for IngestPolicy {
             parse_limits: ParseLimits::default(),
             bounding: BoundingLimits::default(),
             premium_up_to: Severity::P2,
-            technician_deadline: BySeverity([
-                minutes(2),
-                minutes(5),
-                minutes(15),
-                minutes(60),
-                minutes(240),
-            ]),
-            customer_deadline: BySeverity([
-                minutes(5),
-                minutes(10),
-                minutes(30),
-                minutes(120),
-                minutes(480),
-            ]),
-            coalesce_window: minutes(15),
+            deadlines: DeadlinePolicy::default(),
+            coalesce_window: Duration::from_secs(15 * 60),
             technician_max_output: Tokens(300),
             customer_max_output: Tokens(200),
             dead_letter_raw_bytes: 64 * 1024,
@@ -256,18 +231,10 @@ pub fn prepare(
     let closed = t.is_closed();
     let mut kinds = Vec::with_capacity(2);
     if !closed {
-        kinds.push((
-            SummaryKind::Technician,
-            policy.technician_deadline.get(routing),
-            policy.technician_max_output,
-        ));
+        kinds.push((SummaryKind::Technician, policy.technician_max_output));
     }
     if snapshot.customer_impacting {
-        kinds.push((
-            SummaryKind::Customer,
-            policy.customer_deadline.get(routing),
-            policy.customer_max_output,
-        ));
+        kinds.push((SummaryKind::Customer, policy.customer_max_output));
     }
     let prompt_text = prompts::ticket_text(&snapshot, policy.prompt_chars);
     let coalesce_key = coalesce_key(t, policy.coalesce_window, now);
@@ -276,23 +243,26 @@ pub fn prepare(
     } else {
         Tier::Standard
     };
+    // Every queued kind has a deadline; one without would never be queued.
     let jobs = kinds
         .into_iter()
-        .map(|(kind, deadline, max_output)| Job {
-            id: JobId {
-                ticket: t.id.clone(),
-                version: t.version,
-                kind,
-            },
-            number: t.number.clone(),
-            severity: routing,
-            tier,
-            prompt_tokens: prompt_token_estimate(&prompt_text, kind),
-            max_output_tokens: max_output,
-            enqueued_at: now,
-            deadline: now.plus(deadline),
-            coalesce_key: coalesce_key.clone(),
-            region: t.region.clone(),
+        .filter_map(|(kind, max_output)| {
+            Some(Job {
+                id: JobId {
+                    ticket: t.id.clone(),
+                    version: t.version,
+                    kind,
+                },
+                number: t.number.clone(),
+                severity: routing,
+                tier,
+                prompt_tokens: prompt_token_estimate(&prompt_text, kind),
+                max_output_tokens: max_output,
+                enqueued_at: now,
+                deadline: policy.deadlines.deadline(now, routing, kind)?,
+                coalesce_key: coalesce_key.clone(),
+                region: t.region.clone(),
+            })
         })
         .collect();
 
