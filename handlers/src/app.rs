@@ -178,7 +178,9 @@ pub const FUNCTIONS: &[FunctionRoute] = &[
             methods: &["get", "post"],
             route: "dead-letters",
         },
-        handler: || get(functions::dead_letters::list).post(functions::dead_letters::resubmit),
+        handler: || {
+            get(functions::dead_letters::list).post(functions::dead_letters::resubmit_entries)
+        },
     },
     FunctionRoute {
         name: "health",

@@ -107,25 +107,59 @@ pub fn prompt_token_estimate(text: &prompts::TicketText, kind: SummaryKind) -> T
     token_estimate::chat_upper_bound(&request.messages)
 }
 
+/// What became of one event of a batch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "fate", rename_all = "snake_case")]
+pub enum EventFate {
+    Accepted,
+    DuplicateOrStale,
+    /// Rejected and kept in the dead-letter stream under `id`.
+    DeadLettered {
+        id: String,
+        reason: String,
+    },
+    /// Rejected, and its dead letter could not be written either (logged with coordinates).
+    Lost {
+        reason: String,
+    },
+}
+
+/// A batch's counts and, in input order, what became of each event.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BatchReport {
+    pub outcome: BatchOutcome,
+    pub fates: Vec<EventFate>,
+}
+
 /// Handles a batch; fails only when the store is unavailable for everything.
 pub async fn classify_batch(
     events: &[RawEvent],
     ctx: &IngestContext<'_>,
 ) -> Result<BatchOutcome, IngestError> {
+    Ok(classify_batch_reporting(events, ctx).await?.outcome)
+}
+
+/// [`classify_batch`], also telling what became of each event (dead-letter
+/// re-submission reports it per entry).
+pub async fn classify_batch_reporting(
+    events: &[RawEvent],
+    ctx: &IngestContext<'_>,
+) -> Result<BatchReport, IngestError> {
     let now = ctx.clock.now();
+    let mut fates: Vec<Option<EventFate>> = vec![None; events.len()];
     let mut records = Vec::with_capacity(events.len());
     let mut record_events = Vec::with_capacity(events.len());
-    let mut rejected: Vec<(&RawEvent, String)> = Vec::new();
-    for event in events {
+    let mut rejected: Vec<(usize, &RawEvent, String)> = Vec::new();
+    for (index, event) in events.iter().enumerate() {
         match parse_event(&event.value, &event.headers, ctx.policy.parse_limits) {
             Ok(ticket) => match prepare(ticket, ctx, now) {
                 Ok(record) => {
                     records.push(record);
-                    record_events.push(event);
+                    record_events.push((index, event));
                 }
-                Err(reason) => rejected.push((event, reason)),
+                Err(reason) => rejected.push((index, event, reason)),
             },
-            Err(rejection) => rejected.push((event, rejection.to_string())),
+            Err(rejection) => rejected.push((index, event, rejection.to_string())),
         }
     }
 
@@ -135,13 +169,18 @@ pub async fn classify_batch(
         match ctx.store.ingest(&records).await {
             Ok(outcomes) => {
                 stored_any = true;
-                for o in outcomes {
-                    match o {
-                        IngestOutcome::Accepted => outcome.accepted += 1,
-                        IngestOutcome::Duplicate | IngestOutcome::Stale => {
-                            outcome.duplicate_or_stale += 1
+                for (&(index, _), o) in record_events.iter().zip(outcomes) {
+                    let fate = match o {
+                        IngestOutcome::Accepted => {
+                            outcome.accepted += 1;
+                            EventFate::Accepted
                         }
-                    }
+                        IngestOutcome::Duplicate | IngestOutcome::Stale => {
+                            outcome.duplicate_or_stale += 1;
+                            EventFate::DuplicateOrStale
+                        }
+                    };
+                    settle(&mut fates, index, fate);
                 }
             }
             Err(StoreError::Unavailable(e)) => return Err(IngestError::StoreUnavailable(e)),
@@ -149,26 +188,27 @@ pub async fn classify_batch(
                 rejected.extend(
                     record_events
                         .iter()
-                        .map(|ev| (*ev, format!("store refused the record: {e}"))),
+                        .map(|&(index, ev)| (index, ev, format!("store refused the record: {e}"))),
                 );
             }
         }
     }
 
-    for (event, reason) in rejected {
-        let entry = DeadLetter {
-            reason,
-            raw: clipped_raw(&event.value, ctx.policy.dead_letter_raw_bytes),
-            topic: event.topic.clone(),
-            partition: event.partition,
-            offset: event.offset,
-            at: now,
-        };
+    for (index, event, reason) in rejected {
+        let entry = dead_letter_of(event, reason, ctx.policy, now);
         match ctx.store.dead_letter(&entry).await {
-            Ok(_) => {
+            Ok(id) => {
                 stored_any = true;
                 outcome.dead_lettered += 1;
                 tracing::warn!(topic = ?entry.topic, partition = ?entry.partition, offset = ?entry.offset, reason = %entry.reason, "event dead-lettered");
+                settle(
+                    &mut fates,
+                    index,
+                    EventFate::DeadLettered {
+                        id,
+                        reason: entry.reason,
+                    },
+                );
             }
             Err(e) => {
                 outcome.lost += 1;
@@ -176,10 +216,52 @@ pub async fn classify_batch(
                 if matches!(e, StoreError::Unavailable(_)) && !stored_any {
                     return Err(IngestError::StoreUnavailable(e.to_string()));
                 }
+                settle(
+                    &mut fates,
+                    index,
+                    EventFate::Lost {
+                        reason: entry.reason,
+                    },
+                );
             }
         }
     }
-    Ok(outcome)
+    // Every event was settled above, each exactly once.
+    let fates = fates
+        .into_iter()
+        .map(|fate| {
+            fate.unwrap_or(EventFate::Lost {
+                reason: "not handled".to_owned(),
+            })
+        })
+        .collect();
+    Ok(BatchReport { outcome, fates })
+}
+
+fn settle(fates: &mut [Option<EventFate>], index: usize, fate: EventFate) {
+    if let Some(slot) = fates.get_mut(index) {
+        *slot = Some(fate);
+    }
+}
+
+/// The dead letter of a rejected event: its value (clipped), headers and coordinates.
+fn dead_letter_of(
+    event: &RawEvent,
+    reason: String,
+    policy: &IngestPolicy,
+    now: EpochMillis,
+) -> DeadLetter {
+    let max = policy.dead_letter_raw_bytes;
+    DeadLetter {
+        reason,
+        raw: clipped_raw(&event.value, max),
+        headers: event.headers.clone(),
+        replayable: event.value.len() <= max && std::str::from_utf8(&event.value).is_ok(),
+        topic: event.topic.clone(),
+        partition: event.partition,
+        offset: event.offset,
+        at: now,
+    }
 }
 
 fn clipped_raw(value: &[u8], max: usize) -> String {

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use stormgate_shared::clock::EpochMillis;
+use stormgate_shared::event::CdcHeaders;
 use stormgate_shared::job::{Job, SummaryKind, Tier};
 use stormgate_shared::severity::Severity::{self, P1, P2, P3, P4, P5};
 use stormgate_shared::store::{
@@ -693,6 +694,11 @@ async fn dead_letters_are_listed_oldest_first_and_removable(store: &dyn Store) {
     let letter = |n: i64, known_origin: bool| DeadLetter {
         reason: format!("invalid severity in event {n}"),
         raw: format!("{{\"sys_id\": \"{n}\", \"priority\": \"urgent\"}}"),
+        headers: CdcHeaders {
+            action: known_origin.then(|| "delete".to_owned()),
+            table_name: known_origin.then(|| "incident".to_owned()),
+        },
+        replayable: known_origin,
         topic: known_origin.then(|| "servicenow.incidents".to_owned()),
         partition: known_origin.then_some(n % 3),
         offset: known_origin.then_some(1_000 + n),

@@ -40,6 +40,9 @@ pub async fn run(
         let entry = DeadLetter {
             reason: format!("not a Kafka event: {}", rejected.reason),
             raw: rejected.raw.clone(),
+            // The record around the value could not be read: there is no event to replay.
+            headers: Default::default(),
+            replayable: false,
             topic: None,
             partition: None,
             offset: None,

@@ -14,6 +14,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::clock::EpochMillis;
+use crate::event::CdcHeaders;
 use crate::job::{Job, JobId, SummaryKind, Tier};
 use crate::severity::Severity;
 use crate::summary::{PutOutcome, Summary};
@@ -153,11 +154,25 @@ pub struct QueueStats {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeadLetter {
     pub reason: String,
+    /// The event's value (as text; at most the ingest policy's `dead_letter_raw_bytes`).
     pub raw: String,
+    /// The CDC headers it came with: re-submission must see the same `action` and
+    /// `table_name`, or a delete would come back as an update.
+    #[serde(default)]
+    pub headers: CdcHeaders,
+    /// Whether `raw` and `headers` are the event exactly as delivered, so that
+    /// re-submitting replays it. False when the value was clipped or was not UTF-8, or
+    /// when the Kafka record itself could not be decoded; such an entry is only listed.
+    #[serde(default = "replayable_by_default")]
+    pub replayable: bool,
     pub topic: Option<String>,
     pub partition: Option<i64>,
     pub offset: Option<i64>,
     pub at: EpochMillis,
+}
+
+fn replayable_by_default() -> bool {
+    true
 }
 
 /// The storage operations stormgate needs. See the module docs for the backends.
