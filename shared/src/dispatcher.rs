@@ -24,6 +24,8 @@
 //! queues before returning the error, since the caller's answer, and with it every
 //! queue message, is discarded; what cannot be handed back returns at lease expiry.
 //!
+//! A group's deadline is the earliest its jobs carry: ingest stamped each from the one
+//! [`crate::deadline_policy::DeadlinePolicy`], so there is no second table to disagree with.
 //! A job whose deadline has passed is still admitted if budget is there right now: a
 //! late LLM summary beats none; it spills only when the tier cannot serve it at once.
 //!
