@@ -33,6 +33,8 @@ pub struct ReceivedNote {
 #[derive(Debug, Default)]
 struct Inner {
     script: VecDeque<SnReply>,
+    /// The answer once the script is used up (`Ok` when unset).
+    default: Option<SnReply>,
     attempts: usize,
     notes: Vec<ReceivedNote>,
     user: String,
@@ -78,6 +80,11 @@ impl FakeServiceNow {
         self.inner.lock().unwrap().script.extend(replies);
     }
 
+    /// What to answer once the script is used up: `Status(503)` is ServiceNow down.
+    pub fn set_default(&self, reply: SnReply) {
+        self.inner.lock().unwrap().default = Some(reply);
+    }
+
     pub fn notes(&self) -> Vec<ReceivedNote> {
         self.inner.lock().unwrap().notes.clone()
     }
@@ -110,7 +117,12 @@ async fn update_incident(
         )
             .into_response();
     }
-    match inner.script.pop_front().unwrap_or(SnReply::Ok) {
+    let reply = inner
+        .script
+        .pop_front()
+        .or(inner.default)
+        .unwrap_or(SnReply::Ok);
+    match reply {
         SnReply::Ok => {
             let note = body["work_notes"].as_str().unwrap_or_default().to_owned();
             inner.notes.push(ReceivedNote {

@@ -46,7 +46,11 @@ use stormgate_e2e::handler_process::HandlerProcess;
 use stormgate_e2e::in_process::InProcessInstance;
 use stormgate_e2e::kafka::Topic;
 use stormgate_e2e::recording_proxy::{Exchange, RecordingProxy};
+use stormgate_e2e::servicenow_server::FakeServiceNow;
 use stormgate_e2e::tickets::ticket;
+use stormgate_handlers::servicenow::{
+    ServiceNowClient, ServiceNowConfig, WorkNoteOutbox, WorkNoteSink,
+};
 use stormgate_handlers::simulator_http::{SimulatorHandle, spawn_simulator};
 
 pub const PREMIUM: &str = "premium-deployment";
@@ -71,6 +75,8 @@ pub struct RigOptions {
     pub latency: Duration,
     /// How long a simulated timeout hangs before its 408.
     pub hang: Duration,
+    /// Technician summaries are written back to a local ServiceNow (its Table API).
+    pub servicenow: bool,
 }
 
 impl Default for RigOptions {
@@ -81,6 +87,7 @@ impl Default for RigOptions {
             tpm: 1_000_000,
             latency: Duration::from_millis(5),
             hang: Duration::from_secs(1),
+            servicenow: false,
         }
     }
 }
@@ -106,8 +113,11 @@ pub struct Rig {
     pub handler: HandlerProcess,
     /// The process's Azure OpenAI endpoint: every call it makes hangs.
     pub black_hole: BlackHole,
-    /// The instance the tier functions are sent to.
+    /// The instance the tier functions (and `rollup`, which drains the work-note
+    /// outbox) are sent to.
     pub worker: InProcessInstance,
+    /// The ServiceNow instance work notes go to, when the options ask for one.
+    pub servicenow: Option<FakeServiceNow>,
     pub host: FunctionsHost,
     pub topic: Topic,
     /// The handler's keys, read directly from Redis (not through the link).
@@ -169,8 +179,17 @@ impl Rig {
             Arc::new(SystemClock),
             clock_file.clone(),
         ));
+        let servicenow = if options.servicenow {
+            Some(FakeServiceNow::start(SERVICENOW_USER, SERVICENOW_PASSWORD).await)
+        } else {
+            None
+        };
+        let work_notes = match &servicenow {
+            Some(instance) => Some(work_note_sink(instance, &link.url()).await),
+            None => None,
+        };
         let worker =
-            InProcessInstance::start(settings, &llm.endpoint(), API_KEY, clock, None).await;
+            InProcessInstance::start(settings, &llm.endpoint(), API_KEY, clock, work_notes).await;
 
         let store = Arc::new(redis.store(NAMESPACE).unwrap());
         Rig {
@@ -182,6 +201,7 @@ impl Rig {
             handler,
             black_hole,
             worker,
+            servicenow,
             host: FunctionsHost::new(),
             topic: Topic::new(),
             store,
@@ -297,6 +317,19 @@ impl Rig {
             self.host.deliver(&worker).await;
         }
         ticks
+    }
+
+    /// One `rollup` timer tick on the worker (regional roll-ups, and the ServiceNow
+    /// outbox drained); asserts 2xx and returns its `ReturnValue`.
+    pub async fn rollup(&self) -> Value {
+        let answer = self.host.rollup(&self.worker.base_url()).await;
+        assert!(
+            answer.is_success(),
+            "rollup failed: {:?} {}",
+            answer.status,
+            answer.body
+        );
+        answer.body["ReturnValue"].clone()
     }
 
     /// No job pending or leased in any tier, and no message waiting in the host.
@@ -510,6 +543,27 @@ pub fn disable_mechanisms_here() {
             stormgate_shared::fault_switches::disable_listed(&list).unwrap();
         }
     });
+}
+
+const SERVICENOW_USER: &str = "stormgate.integration";
+const SERVICENOW_PASSWORD: &str = "s3cret";
+
+/// The work-note sink the handler builds from the `SERVICENOW_*` settings: the Table
+/// API client and the outbox in the same Redis as everything else.
+async fn work_note_sink(instance: &FakeServiceNow, redis_url: &str) -> WorkNoteSink {
+    let connection = redis::aio::ConnectionManager::new(redis::Client::open(redis_url).unwrap())
+        .await
+        .unwrap();
+    WorkNoteSink {
+        client: ServiceNowClient::new(ServiceNowConfig {
+            instance_url: instance.instance_url(),
+            username: SERVICENOW_USER.into(),
+            password: SERVICENOW_PASSWORD.into(),
+            timeout: Duration::from_secs(2),
+        })
+        .unwrap(),
+        outbox: WorkNoteOutbox::new(connection, WorkNoteOutbox::DEFAULT_KEY),
+    }
 }
 
 fn simulator_config(options: &RigOptions) -> SimulatorConfig {
