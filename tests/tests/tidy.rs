@@ -138,3 +138,40 @@ fn no_module_is_named_utils_or_helpers() {
         found.join("\n")
     );
 }
+
+#[test]
+fn only_the_end_to_end_tests_turn_the_fault_injection_hooks_on() {
+    // The mechanism switches and the movable clock must never reach a shipped build:
+    // the feature may be defined, and enabled by tests/'s dev-dependencies, nowhere else.
+    let mut found = Vec::new();
+    for manifest in [
+        "Cargo.toml",
+        "shared/Cargo.toml",
+        "handlers/Cargo.toml",
+        "tests/Cargo.toml",
+        "xtask/Cargo.toml",
+    ] {
+        let text = fs::read_to_string(repo_root().join(manifest)).expect("read manifest");
+        let mut section = String::new();
+        for (n, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.starts_with('[') {
+                section = line.to_owned();
+                continue;
+            }
+            if line.starts_with('#') || !line.contains("fault-injection") {
+                continue;
+            }
+            let defined = section == "[features]" && line.starts_with("fault-injection =");
+            let tests_only = manifest == "tests/Cargo.toml" && section == "[dev-dependencies]";
+            if !(defined || tests_only) {
+                found.push(format!("{manifest}:{}: {line} (in {section})", n + 1));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "fault-injection enabled outside the tests' dev-dependencies:\n{}",
+        found.join("\n")
+    );
+}
