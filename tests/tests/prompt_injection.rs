@@ -71,7 +71,7 @@ fn poisoned(n: u16, attempt: &str) -> Value {
     e["description"] = description.into();
     e["work_notes"] = work_notes.into();
     e["u_alarm_log"] = alarm_log.into();
-    if n % 4 == 0 {
+    if n.is_multiple_of(4) {
         e["short_description"] = attempt.lines().next().unwrap_or(attempt).into();
     }
     e
