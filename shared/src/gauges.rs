@@ -5,7 +5,7 @@
 //! Events (target `stormgate::gauges`, level INFO), one per line in JSON logs:
 //! - `event="queue"`: `tier`, `pending`, `leased`, `oldest_age_ms`, and per severity
 //!   `p1_pending`…`p5_pending`, `p1_oldest_age_ms`…`p5_oldest_age_ms` (-1 when empty);
-//! - `event="deployment"`: `tier`, `deployment`, `window_tokens`, `window_requests`,
+//! - `event="deployment"`: `tier`, `deployment`, `window_tokens`, `window_requests`, `minute_tokens`,
 //!   `remaining_tokens`, `remaining_requests`, `limit_tokens`, `limit_requests`,
 //!   `admitted_total`, `deferred_total`, `reserved_tokens_total`, `used_tokens_total`,
 //!   `refunded_tokens_total`, `throttles_total`, `cooldown_until_ms`, `down_until_ms`
@@ -145,6 +145,7 @@ fn emit_deployment(d: &DeploymentGauges) {
         deployment = d.deployment.as_str(),
         window_tokens = d.ledger.window_tokens,
         window_requests = d.ledger.window_requests,
+        minute_tokens = d.ledger.minute_tokens,
         remaining_tokens = d.remaining_tokens,
         remaining_requests = d.remaining_requests,
         limit_tokens = d.limits.tokens,

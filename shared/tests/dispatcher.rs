@@ -10,7 +10,9 @@ use std::time::Duration;
 use stormgate_shared::clock::{Clock, EpochMillis, ManualClock};
 use stormgate_shared::dispatch_policy::{DispatchConfig, DispatchConfigFile};
 use stormgate_shared::dispatcher::{DispatchContext, DispatchOutcome, SpillReason, dispatch_once};
-use stormgate_shared::governor::{DeploymentBudget, Governor, GovernorPolicy, MemoryLedger};
+use stormgate_shared::governor::{
+    BurstFactor, DeploymentBudget, Governor, GovernorPolicy, MemoryLedger,
+};
 use stormgate_shared::job::{Job, JobId, SummaryKind, Tier};
 use stormgate_shared::severity::Severity;
 use stormgate_shared::store::Store;
@@ -26,12 +28,15 @@ struct Rig {
     config: DispatchConfig,
 }
 
-/// Premium 60k TPM and standard 120k TPM, 10% headroom: windows of 9,000 and 18,000
-/// tokens and 54 / 108 requests per 10 s.
+/// Premium 60k TPM and standard 120k TPM, 10% headroom, each short window holding its
+/// even share (burst 1): windows of 9,000 and 18,000 tokens and 54 / 108 requests per 10 s.
 fn rig(config: DispatchConfigFile) -> Rig {
     let governor = Governor::new(
         Arc::new(MemoryLedger::new()),
-        GovernorPolicy::default(),
+        GovernorPolicy {
+            burst: BurstFactor::new(1).unwrap(),
+            ..GovernorPolicy::default()
+        },
         [
             DeploymentBudget {
                 tier: Tier::Premium,

@@ -29,6 +29,15 @@ const LIMITS: WindowLimits = WindowLimits {
     window_ms: 10_000,
     tokens: 1_000,
     requests: 3,
+    minute_tokens: 6_000,
+};
+
+/// A deployment whose minute, not its short window, is the binding limit.
+const MINUTE_BOUND: WindowLimits = WindowLimits {
+    window_ms: 10_000,
+    tokens: 1_000,
+    requests: 100,
+    minute_tokens: 2_500,
 };
 
 fn dep() -> DeploymentName {
@@ -143,15 +152,48 @@ async fn reconciling_twice_or_after_expiry_changes_nothing(ledger: Arc<dyn Ledge
     let old = reservation(admit(&*ledger, 500, at(1_000)).await);
     let snap = ledger.snapshot(&dep(), &LIMITS, at(20_000)).await.unwrap();
     assert_eq!(snap.window_tokens, 0);
+    assert_eq!(snap.minute_tokens, 600, "still in the minute's log");
+    let snap = ledger.snapshot(&dep(), &LIMITS, at(70_000)).await.unwrap();
+    assert_eq!(snap.minute_tokens, 0);
     assert_eq!(
         ledger.reconcile(&old, Tokens(10)).await.unwrap(),
         Reconciliation::Settled
     );
-    let snap = ledger.snapshot(&dep(), &LIMITS, at(20_000)).await.unwrap();
+    let snap = ledger.snapshot(&dep(), &LIMITS, at(70_000)).await.unwrap();
     assert_eq!(
-        snap.window_tokens, 0,
-        "an expired reservation must not touch the new window"
+        (snap.window_tokens, snap.minute_tokens),
+        (0, 0),
+        "an expired reservation must not touch the new windows"
     );
+}
+
+async fn defers_until_the_minute_has_room_though_the_short_window_has(ledger: Arc<dyn Ledger>) {
+    let admit_minute = |cost: u64, ms: u64| {
+        let ledger = ledger.clone();
+        async move {
+            ledger
+                .admit(&dep(), &MINUTE_BOUND, Tokens(cost), at(ms))
+                .await
+                .unwrap()
+        }
+    };
+    reservation(admit_minute(1_000, 0).await);
+    reservation(admit_minute(1_000, 15_000).await);
+    // The short window (10 s) is empty at 30 s, but the minute holds 2,000 of 2,500.
+    assert_eq!(
+        admit_minute(1_000, 30_000).await,
+        Admission::Deferred {
+            retry_at: at(60_000)
+        }
+    );
+    reservation(admit_minute(500, 30_000).await);
+    let r = reservation(admit_minute(1_000, 60_000).await);
+    assert_eq!(r.admitted_at, at(60_000));
+    let snap = ledger
+        .snapshot(&dep(), &MINUTE_BOUND, at(60_000))
+        .await
+        .unwrap();
+    assert_eq!((snap.minute_tokens, snap.window_tokens), (2_500, 1_000));
 }
 
 async fn overrun_is_charged_to_the_window(ledger: Arc<dyn Ledger>) {
@@ -286,21 +328,22 @@ async fn governor_turns_huge_retry_after_into_down(ledger: Arc<dyn Ledger>) {
             until: at(86_400_000)
         }
     );
-    // 60k TPM, 10% headroom, 10 s window: 9,000 tokens is the largest call there can be.
+    // 60k TPM, 10% headroom, 10 s window holding twice its share: 18,000 tokens is the
+    // largest call there can be.
     assert_eq!(
         governor
-            .admit(&dep(), Tokens(9_001), at(8_000))
+            .admit(&dep(), Tokens(18_001), at(8_000))
             .await
             .unwrap(),
         Admission::TooLarge {
-            tokens: Tokens(9_001),
-            limit: Tokens(9_000)
+            tokens: Tokens(18_001),
+            limit: Tokens(18_000)
         }
     );
     let gauges = governor.gauges(at(8_000)).await.unwrap();
     assert_eq!(gauges.len(), 1);
     assert_eq!(gauges[0].ledger.down_until, Some(at(86_400_000)));
-    assert_eq!(gauges[0].remaining_tokens, 9_000);
+    assert_eq!(gauges[0].remaining_tokens, 18_000);
 }
 
 macro_rules! conformance {
@@ -332,6 +375,7 @@ conformance!(
     deferral_waits_for_as_many_old_entries_as_needed,
     refund_of_unused_tokens_makes_room,
     reconciling_twice_or_after_expiry_changes_nothing,
+    defers_until_the_minute_has_room_though_the_short_window_has,
     overrun_is_charged_to_the_window,
     cooldown_is_respected_and_never_shortened,
     down_deployment_answers_down_before_anything_else,

@@ -2,7 +2,7 @@
 //! completion times, usages and 429s, no window ever holds more than the budget.
 //!
 //! The checked statements are the module docs' proof obligations: in any window of the
-//! governor's length, charged tokens ≤ `L_tok` and requests ≤ `L_req`; in any 10 s
+//! governor's short length, charged tokens ≤ `L_tok` and requests ≤ `L_req`; in any 10 s
 //! window, requests ≤ RPM/6; in any 60 s window, tokens ≤ TPM × (1 − headroom); and
 //! nothing is admitted while the deployment cools down or is down. A reservation's
 //! charge is what the ledger held when it left the window: its real usage if reconciled
@@ -18,8 +18,8 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use stormgate_shared::clock::EpochMillis;
 use stormgate_shared::governor::{
-    Admission, DeploymentBudget, DeploymentName, Governor, GovernorPolicy, Headroom, Ledger,
-    MemoryLedger, RedisLedger, Reservation, ShortWindow, Throttle,
+    Admission, BurstFactor, DeploymentBudget, DeploymentName, Governor, GovernorPolicy, Headroom,
+    Ledger, MemoryLedger, RedisLedger, Reservation, ShortWindow, Throttle,
 };
 use stormgate_shared::job::Tier;
 use stormgate_shared::testing::redis_server::RedisServer;
@@ -55,6 +55,7 @@ struct Scenario {
     tpm: u64,
     headroom: f64,
     window_ms: u64,
+    burst: u64,
     steps: Vec<Step>,
 }
 
@@ -76,12 +77,14 @@ fn scenario() -> impl Strategy<Value = Scenario> {
         prop_oneof![Just(1_000u64), Just(10_000), 30_000u64..2_000_000],
         0.0f64..0.5,
         prop_oneof![Just(10_000u64), Just(5_000), Just(1_000), Just(2_500)],
+        1u64..=3,
         prop::collection::vec(step(), 1..400),
     )
-        .prop_map(|(tpm, headroom, window_ms, steps)| Scenario {
+        .prop_map(|(tpm, headroom, window_ms, burst, steps)| Scenario {
             tpm,
             headroom,
             window_ms,
+            burst,
             steps,
         })
 }
@@ -112,6 +115,7 @@ async fn run(
     let policy = GovernorPolicy {
         headroom: Headroom::new(s.headroom).unwrap(),
         window: ShortWindow::from_millis(s.window_ms).unwrap(),
+        burst: BurstFactor::new(s.burst).unwrap(),
         down_after: Duration::from_secs(600),
     };
     let budget = DeploymentBudget {
@@ -197,7 +201,9 @@ async fn run(
     }
 
     let window_ms = s.window_ms;
+    // A charge counts as the ledger held it when the entry left the window measured.
     let windows = |length: u64| -> Vec<(u64, u64, u64)> {
+        let held_for = if length >= 60_000 { 60_000 } else { window_ms };
         admitted
             .iter()
             .map(|start| {
@@ -205,7 +211,7 @@ async fn run(
                     .iter()
                     .filter(|a| a.at >= start.at && a.at < start.at + length);
                 let (tokens, requests) =
-                    inside.fold((0u64, 0u64), |(t, r), a| (t + a.charge(window_ms), r + 1));
+                    inside.fold((0u64, 0u64), |(t, r), a| (t + a.charge(held_for), r + 1));
                 (start.at, tokens, requests)
             })
             .collect()

@@ -10,10 +10,13 @@
 //!   whose clock lags cannot slip an admission into a window that was already closed.
 //! - A deployment marked down (until `d > t`) answers `Down`; else one cooling down
 //!   (until `c > t`) answers `CoolingDown`.
-//! - Otherwise the call is admitted iff, over the entries admitted in `(t − W, t]`,
+//! - Otherwise the call is admitted iff, over the entries admitted in `(t − 60 s, t]`,
+//!   `charged + cost ≤ limits.minute_tokens`, and over those admitted in `(t − W, t]`,
 //!   `charged + cost ≤ limits.tokens` and `count + 1 ≤ limits.requests`; admitting
 //!   records `(t, cost)`. Else it answers `Deferred` at the first instant at which the
-//!   expiry of the oldest entries would make room (ignoring future refunds).
+//!   expiry of the oldest entries would make room in both (ignoring future refunds):
+//!   both conditions only get easier as entries leave, so that instant is the later of
+//!   the two windows' own.
 //! - Reconciling a reservation still in the window sets its charge to the real usage
 //!   (a refund when smaller). Reconciling twice is a no-op the second time.
 
@@ -88,9 +91,11 @@ pub enum ThrottleKind {
 /// A deployment's ledger state, fleet-wide, for gauges.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct LedgerSnapshot {
-    /// Tokens charged to the current window (reservations, refunds applied).
+    /// Tokens charged to the current short window (reservations, refunds applied).
     pub window_tokens: u64,
     pub window_requests: u64,
+    /// Tokens charged to the last 60 s.
+    pub minute_tokens: u64,
     pub cooldown_until: Option<EpochMillis>,
     pub down_until: Option<EpochMillis>,
     /// Cumulative since the ledger was created.

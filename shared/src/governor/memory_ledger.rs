@@ -7,7 +7,7 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 
-use super::budget::{DeploymentName, WindowLimits};
+use super::budget::{DeploymentName, MINUTE_MS, WindowLimits};
 use super::ledger::{
     Admission, Ledger, LedgerError, LedgerSnapshot, Reconciliation, Reservation, ReservationId,
     ThrottleKind,
@@ -25,11 +25,12 @@ pub struct MemoryLedger {
 struct WindowState {
     latest_now: u64,
     seq: u64,
-    /// Admissions still in the window, oldest first: (admitted at, id).
+    /// Admissions of the last minute, oldest first: (admitted at, id).
     entries: VecDeque<(u64, u64)>,
     charges: HashMap<u64, u64>,
     reconciled: HashSet<u64>,
-    window_tokens: u64,
+    /// Charged tokens of every entry (the last minute's).
+    minute_tokens: u64,
     cooldown_until: u64,
     down_until: u64,
     admitted: u64,
@@ -41,34 +42,78 @@ struct WindowState {
 }
 
 impl WindowState {
-    /// Moves the ledger's timeline to `now` (never backwards) and drops expired entries.
-    fn advance(&mut self, now: EpochMillis, window_ms: u64) -> u64 {
+    /// Moves the ledger's timeline to `now` (never backwards) and drops the entries
+    /// older than a minute.
+    fn advance(&mut self, now: EpochMillis) -> u64 {
         let t = self.latest_now.max(now.0);
         self.latest_now = t;
         while let Some(&(at, id)) = self.entries.front() {
-            if at.saturating_add(window_ms) > t {
+            if at.saturating_add(MINUTE_MS) > t {
                 break;
             }
             self.entries.pop_front();
             let charge = self.charges.remove(&id).unwrap_or(0);
-            self.window_tokens = self.window_tokens.saturating_sub(charge);
+            self.minute_tokens = self.minute_tokens.saturating_sub(charge);
             self.reconciled.remove(&id);
         }
         t
     }
 
-    /// When the oldest entries will have left the window enough for `cost` to fit.
+    fn charge(&self, id: u64) -> u64 {
+        self.charges.get(&id).copied().unwrap_or(0)
+    }
+
+    /// The entries admitted in `(t − window, t]`, oldest first.
+    fn short_window(&self, t: u64, window_ms: u64) -> impl Iterator<Item = &(u64, u64)> {
+        let start = self
+            .entries
+            .partition_point(|&(at, _)| at.saturating_add(window_ms) <= t);
+        self.entries.range(start..)
+    }
+
+    /// Tokens and requests of the short window ending at `t`.
+    fn short_totals(&self, t: u64, window_ms: u64) -> (u64, u64) {
+        self.short_window(t, window_ms)
+            .fold((0, 0), |(tokens, n), &(_, id)| {
+                (tokens + self.charge(id), n + 1)
+            })
+    }
+
+    /// When the oldest entries will have left both windows enough for `cost` to fit.
     fn room_at(&self, limits: &WindowLimits, cost: u64, t: u64) -> u64 {
-        let mut excess_tokens = (self.window_tokens + cost) as i128 - i128::from(limits.tokens);
-        let mut excess_requests = self.entries.len() as i128 + 1 - i128::from(limits.requests);
-        for &(at, id) in &self.entries {
-            excess_tokens -= i128::from(self.charges.get(&id).copied().unwrap_or(0));
-            excess_requests -= 1;
-            if excess_tokens <= 0 && excess_requests <= 0 {
-                return at + limits.window_ms;
+        let minute_room = {
+            let mut excess =
+                i128::from(self.minute_tokens + cost) - i128::from(limits.minute_tokens);
+            let mut at_time = t;
+            for &(at, id) in &self.entries {
+                if excess <= 0 {
+                    break;
+                }
+                excess -= i128::from(self.charge(id));
+                at_time = at + MINUTE_MS;
             }
-        }
-        t + limits.window_ms
+            if excess > 0 { t + MINUTE_MS } else { at_time }
+        };
+        let short_room = {
+            let (tokens, requests) = self.short_totals(t, limits.window_ms);
+            let mut excess_tokens = i128::from(tokens + cost) - i128::from(limits.tokens);
+            let mut excess_requests = i128::from(requests) + 1 - i128::from(limits.requests);
+            let mut at_time = t;
+            for &(at, id) in self.short_window(t, limits.window_ms) {
+                if excess_tokens <= 0 && excess_requests <= 0 {
+                    break;
+                }
+                excess_tokens -= i128::from(self.charge(id));
+                excess_requests -= 1;
+                at_time = at + limits.window_ms;
+            }
+            if excess_tokens > 0 || excess_requests > 0 {
+                t + limits.window_ms
+            } else {
+                at_time
+            }
+        };
+        minute_room.max(short_room)
     }
 }
 
@@ -100,7 +145,7 @@ impl Ledger for MemoryLedger {
         now: EpochMillis,
     ) -> Result<Admission, LedgerError> {
         self.with_state(deployment, |s| {
-            let t = s.advance(now, limits.window_ms);
+            let t = s.advance(now);
             if s.down_until > t {
                 return Admission::Down {
                     until: EpochMillis(s.down_until),
@@ -111,8 +156,10 @@ impl Ledger for MemoryLedger {
                     until: EpochMillis(s.cooldown_until),
                 };
             }
-            let fits = s.window_tokens + cost.0 <= limits.tokens
-                && (s.entries.len() as u64) < limits.requests;
+            let (short_tokens, short_requests) = s.short_totals(t, limits.window_ms);
+            let fits = s.minute_tokens + cost.0 <= limits.minute_tokens
+                && short_tokens + cost.0 <= limits.tokens
+                && short_requests < limits.requests;
             if !fits {
                 s.deferred += 1;
                 return Admission::Deferred {
@@ -122,7 +169,7 @@ impl Ledger for MemoryLedger {
             s.seq += 1;
             s.entries.push_back((t, s.seq));
             s.charges.insert(s.seq, cost.0);
-            s.window_tokens += cost.0;
+            s.minute_tokens += cost.0;
             s.admitted += 1;
             s.reserved_tokens += cost.0;
             Admission::Admitted(Reservation {
@@ -151,7 +198,7 @@ impl Ledger for MemoryLedger {
             let before = *charge;
             *charge = used.0;
             s.reconciled.insert(id);
-            s.window_tokens = s.window_tokens - before + used.0;
+            s.minute_tokens = s.minute_tokens - before + used.0;
             if used.0 <= before {
                 s.refunded_tokens += before - used.0;
                 Reconciliation::Refunded(Tokens(before - used.0))
@@ -185,10 +232,12 @@ impl Ledger for MemoryLedger {
         now: EpochMillis,
     ) -> Result<LedgerSnapshot, LedgerError> {
         self.with_state(deployment, |s| {
-            let t = s.advance(now, limits.window_ms);
+            let t = s.advance(now);
+            let (window_tokens, window_requests) = s.short_totals(t, limits.window_ms);
             LedgerSnapshot {
-                window_tokens: s.window_tokens,
-                window_requests: s.entries.len() as u64,
+                window_tokens,
+                window_requests,
+                minute_tokens: s.minute_tokens,
                 cooldown_until: (s.cooldown_until > t).then_some(EpochMillis(s.cooldown_until)),
                 down_until: (s.down_until > t).then_some(EpochMillis(s.down_until)),
                 admitted: s.admitted,

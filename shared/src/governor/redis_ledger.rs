@@ -100,6 +100,7 @@ impl Ledger for RedisLedger {
             .arg(limits.window_ms)
             .arg(limits.tokens)
             .arg(limits.requests)
+            .arg(limits.minute_tokens)
             .invoke_async(&mut self.conn.clone())
             .await?;
         match kind.as_str() {
@@ -178,6 +179,7 @@ impl Ledger for RedisLedger {
             t,
             window_tokens,
             window_requests,
+            minute_tokens,
             cooldown,
             down,
             admitted,
@@ -196,6 +198,7 @@ impl Ledger for RedisLedger {
         Ok(LedgerSnapshot {
             window_tokens,
             window_requests,
+            minute_tokens,
             cooldown_until: (cooldown > t).then_some(EpochMillis(cooldown)),
             down_until: (down > t).then_some(EpochMillis(down)),
             admitted,

@@ -1,15 +1,16 @@
--- Shared prelude of every governor script. KEYS: 1 state hash, 2 window zset
+-- Shared prelude of every governor script. KEYS: 1 state hash, 2 log zset
 -- (member = reservation id, score = admitted at), 3 charges hash (id -> tokens),
 -- 4 reconciled set. Moves the ledger's timeline to max(now, latest now seen) and
--- drops the entries that left the window, keeping the running token total exact.
+-- drops the entries older than a minute, keeping the minute's running token total exact.
 local state, window, charges, reconciled = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local MINUTE_MS = 60000
 
-local function advance(now, window_ms)
+local function advance(now)
   local latest = tonumber(redis.call('HGET', state, 'latest_now')) or 0
   local t = now
   if latest > t then t = latest end
-  local total = tonumber(redis.call('HGET', state, 'window_tokens')) or 0
-  local cutoff = t - window_ms
+  local total = tonumber(redis.call('HGET', state, 'minute_tokens')) or 0
+  local cutoff = t - MINUTE_MS
   local old = redis.call('ZRANGEBYSCORE', window, '-inf', cutoff)
   if #old > 0 then
     -- unpack() is bounded by Lua's stack: work in chunks
@@ -24,6 +25,26 @@ local function advance(now, window_ms)
     redis.call('ZREMRANGEBYSCORE', window, '-inf', cutoff)
     if total < 0 then total = 0 end
   end
-  redis.call('HSET', state, 'latest_now', t, 'window_tokens', total)
+  redis.call('HSET', state, 'latest_now', t, 'minute_tokens', total)
   return t, total
+end
+
+-- The entries admitted in (t - window_ms, t], oldest first: {ids}, {admitted at},
+-- {charges}, and their token total.
+local function short_window(t, window_ms)
+  local entries = redis.call('ZRANGEBYSCORE', window, '(' .. (t - window_ms), '+inf', 'WITHSCORES')
+  local ids, ats = {}, {}
+  for i = 1, #entries, 2 do
+    ids[#ids + 1] = entries[i]
+    ats[#ats + 1] = tonumber(entries[i + 1])
+  end
+  local amounts, total = {}, 0
+  if #ids > 0 then
+    local raw = redis.call('HMGET', charges, unpack(ids))
+    for k = 1, #raw do
+      amounts[k] = tonumber(raw[k]) or 0
+      total = total + amounts[k]
+    end
+  end
+  return ids, ats, amounts, total
 end
