@@ -373,3 +373,62 @@ async fn gauges_report_queues_and_deployments() {
     assert_eq!(premium.ledger.admitted, 9);
     assert_eq!(premium.ledger.deferred, 1);
 }
+
+#[tokio::test]
+async fn blocked_tier_sheds_the_jobs_its_backlog_would_keep_past_their_deadline() {
+    let rig = rig(DispatchConfigFile {
+        max_group: 1,
+        tick_budget: Duration::ZERO,
+        ..DispatchConfigFile::default()
+    });
+    // 40 premium jobs of 1,000 tokens, each with 20 s to get its LLM summary.
+    let jobs: Vec<Job> = (0..40)
+        .map(|n| {
+            let at = T0.plus(Duration::from_millis(u64::from(n)));
+            job(n, Severity::P1, at, Duration::from_secs(20))
+        })
+        .collect();
+    rig.enqueue(&jobs).await;
+    let out = rig.tick().await;
+
+    // Premium's first window takes nine; it is blocked until T0 + 10 s and then admits
+    // 54,000 tokens a minute, one call every 1.11 s: ten more start by T0 + 20 s.
+    assert_eq!(
+        out.counters.admitted_calls - admitted_numbers(&out, Tier::Standard).len() as u64,
+        9
+    );
+    assert_eq!(out.counters.shed_jobs, 21);
+    let shed: Vec<&str> = out
+        .spilled
+        .iter()
+        .filter(|s| matches!(s.reason, SpillReason::Backlog { .. }))
+        .flat_map(|s| s.leases.iter().map(|l| l.job.number.as_str()))
+        .collect();
+    let expected: Vec<String> = (19..40).map(|n| format!("INC{n:07}")).collect();
+    assert_eq!(
+        shed, expected,
+        "the youngest jobs leave, the rest keep their place"
+    );
+    assert!(out.spilled.iter().all(|s| s.to == Tier::Standard));
+    // Standard serves the shed jobs in the same tick, within its own budget.
+    assert_eq!(admitted_numbers(&out, Tier::Standard).len(), 18);
+    let premium = rig.store.queue_stats(Tier::Premium).await.unwrap();
+    assert_eq!(premium.pending, 10);
+}
+
+#[tokio::test]
+async fn jobs_the_backlog_can_serve_in_time_are_not_shed() {
+    let rig = rig(DispatchConfigFile {
+        max_group: 1,
+        tick_budget: Duration::ZERO,
+        ..DispatchConfigFile::default()
+    });
+    let jobs: Vec<Job> = (0..40)
+        .map(|n| job(n, Severity::P1, T0, Duration::from_secs(60)))
+        .collect();
+    rig.enqueue(&jobs).await;
+    let out = rig.tick().await;
+    assert_eq!(out.counters.admitted_calls, 9);
+    assert_eq!(out.counters.shed_jobs, 0);
+    assert!(out.spilled.is_empty());
+}
