@@ -47,7 +47,7 @@ pub struct DispatchConfigFile {
 impl Default for DispatchConfigFile {
     fn default() -> Self {
         DispatchConfigFile {
-            aging_step: Duration::from_secs(60),
+            aging_step: Duration::from_secs(300),
             lease_for: Duration::from_secs(300),
             max_group: 8,
             tick_budget: Duration::from_secs(4),
