@@ -60,7 +60,7 @@ impl Default for SummarizeSettings {
     fn default() -> Self {
         SummarizeSettings {
             retry: RetryPolicy::default(),
-            prompt_chars: 24_000,
+            prompt_chars: 12_000,
             lease_margin: Duration::from_secs(5),
         }
     }
