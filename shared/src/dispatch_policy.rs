@@ -3,7 +3,8 @@
 //!
 //! Deadlines are not here: each job carries the one its [`crate::deadline_policy`]
 //! gave it at ingest, and the dispatcher spills by that. Aging bounds every wait: a job
-//! is promoted one severity step per `aging_step`, so a P5 competes as a P1 after 4 steps.
+//! is promoted one severity step per `aging_step` (default 5 min), so a P5 competes as a P1
+//! after 4 steps.
 
 use std::time::Duration;
 
