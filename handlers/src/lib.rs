@@ -18,3 +18,4 @@ pub mod servicenow;
 pub mod simulator_http;
 pub mod system_clock;
 pub mod telemetry;
+pub mod tier_runtime;
