@@ -21,8 +21,8 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::auth::{BasicAuth, StreamingCredentialsProvider};
 use stormgate_shared::clock::EpochMillis;
 use stormgate_shared::governor::{
-    Admission, DeploymentName, Ledger, LedgerError, LedgerSnapshot, Reconciliation, RedisLedger,
-    Reservation, ThrottleKind, WindowLimits,
+    Admission, DeploymentName, ExternalUsage, Ledger, LedgerError, LedgerSnapshot, Reconciliation,
+    RedisLedger, ReportedRemaining, Reservation, ThrottleKind, WindowLimits,
 };
 use stormgate_shared::store::redis::{Namespace, RedisStore};
 use stormgate_shared::store::{Store, StoreError};
@@ -250,6 +250,19 @@ impl Ledger for LazyRedisLedger {
         until: EpochMillis,
     ) -> Result<EpochMillis, LedgerError> {
         self.get().await?.throttle(deployment, kind, until).await
+    }
+
+    async fn observe_remaining(
+        &self,
+        deployment: &DeploymentName,
+        limits: &WindowLimits,
+        reported: ReportedRemaining,
+        now: EpochMillis,
+    ) -> Result<ExternalUsage, LedgerError> {
+        self.get()
+            .await?
+            .observe_remaining(deployment, limits, reported, now)
+            .await
     }
 
     async fn snapshot(

@@ -9,8 +9,8 @@ use async_trait::async_trait;
 
 use super::budget::{DeploymentName, WindowLimits};
 use super::ledger::{
-    Admission, Ledger, LedgerError, LedgerSnapshot, Reconciliation, Reservation, ReservationId,
-    ThrottleKind,
+    Admission, ExternalUsage, Ledger, LedgerError, LedgerSnapshot, Reconciliation,
+    ReportedRemaining, Reservation, ReservationId, ThrottleKind,
 };
 use crate::clock::EpochMillis;
 use crate::tokens::Tokens;
@@ -32,12 +32,17 @@ struct WindowState {
     window_tokens: u64,
     cooldown_until: u64,
     down_until: u64,
+    /// The external reservation and when it ends (see the ledger rules).
+    ext_tokens: u64,
+    ext_requests: u64,
+    ext_until: u64,
     admitted: u64,
     deferred: u64,
     reserved_tokens: u64,
     used_tokens: u64,
     refunded_tokens: u64,
     throttles: u64,
+    shortfalls: u64,
 }
 
 impl WindowState {
@@ -57,18 +62,84 @@ impl WindowState {
         t
     }
 
-    /// When the oldest entries will have left the window enough for `cost` to fit.
+    /// The external reservation in force at `t`: (tokens, requests).
+    fn external(&self, t: u64) -> (u64, u64) {
+        if self.ext_until > t {
+            (self.ext_tokens, self.ext_requests)
+        } else {
+            (0, 0)
+        }
+    }
+
+    /// When the oldest entries (and the external reservation, at its end) will have
+    /// left the window enough for `cost` to fit.
     fn room_at(&self, limits: &WindowLimits, cost: u64, t: u64) -> u64 {
-        let mut excess_tokens = (self.window_tokens + cost) as i128 - i128::from(limits.tokens);
-        let mut excess_requests = self.entries.len() as i128 + 1 - i128::from(limits.requests);
+        let (ext_tokens, ext_requests) = self.external(t);
+        let mut excess_tokens =
+            (self.window_tokens + ext_tokens + cost) as i128 - i128::from(limits.tokens);
+        let mut excess_requests =
+            (self.entries.len() as u64 + ext_requests + 1) as i128 - i128::from(limits.requests);
+        let mut external_held = ext_tokens > 0 || ext_requests > 0;
         for &(at, id) in &self.entries {
+            let leaves_at = at + limits.window_ms;
+            if external_held && self.ext_until <= leaves_at {
+                external_held = false;
+                excess_tokens -= i128::from(ext_tokens);
+                excess_requests -= i128::from(ext_requests);
+                if excess_tokens <= 0 && excess_requests <= 0 {
+                    return self.ext_until;
+                }
+            }
             excess_tokens -= i128::from(self.charges.get(&id).copied().unwrap_or(0));
             excess_requests -= 1;
             if excess_tokens <= 0 && excess_requests <= 0 {
-                return at + limits.window_ms;
+                return leaves_at;
+            }
+        }
+        if external_held {
+            excess_tokens -= i128::from(ext_tokens);
+            excess_requests -= i128::from(ext_requests);
+            if excess_tokens <= 0 && excess_requests <= 0 {
+                return self.ext_until;
             }
         }
         t + limits.window_ms
+    }
+
+    /// Applies a report of what the deployment has left (see the ledger rules).
+    fn observe(&mut self, limits: &WindowLimits, reported: ReportedRemaining, t: u64) {
+        let (ext_tokens, ext_requests) = self.external(t);
+        let count = self.entries.len() as u64;
+        // The external reservation that leaves exactly `remaining` free, if larger.
+        let needed = |limit: u64, charged: u64, held: u64, remaining: Option<u64>| {
+            remaining
+                .map(|r| limit.saturating_sub(charged).saturating_sub(r))
+                .filter(|&needed| needed > held)
+        };
+        let tokens = needed(
+            limits.tokens,
+            self.window_tokens,
+            ext_tokens,
+            reported.tokens,
+        );
+        let requests = needed(limits.requests, count, ext_requests, reported.requests);
+        if tokens.is_none() && requests.is_none() {
+            return;
+        }
+        self.ext_tokens = tokens.unwrap_or(ext_tokens);
+        self.ext_requests = requests.unwrap_or(ext_requests);
+        self.ext_until = t + limits.window_ms;
+        self.shortfalls += 1;
+    }
+
+    fn external_usage(&self, t: u64) -> ExternalUsage {
+        let (tokens, requests) = self.external(t);
+        ExternalUsage {
+            tokens,
+            requests,
+            until: (self.ext_until > t && (tokens > 0 || requests > 0))
+                .then_some(EpochMillis(self.ext_until)),
+        }
     }
 }
 
@@ -111,8 +182,9 @@ impl Ledger for MemoryLedger {
                     until: EpochMillis(s.cooldown_until),
                 };
             }
-            let fits = s.window_tokens + cost.0 <= limits.tokens
-                && (s.entries.len() as u64) < limits.requests;
+            let (ext_tokens, ext_requests) = s.external(t);
+            let fits = s.window_tokens + ext_tokens + cost.0 <= limits.tokens
+                && (s.entries.len() as u64) + ext_requests < limits.requests;
             if !fits {
                 s.deferred += 1;
                 return Admission::Deferred {
@@ -178,6 +250,20 @@ impl Ledger for MemoryLedger {
         })
     }
 
+    async fn observe_remaining(
+        &self,
+        deployment: &DeploymentName,
+        limits: &WindowLimits,
+        reported: ReportedRemaining,
+        now: EpochMillis,
+    ) -> Result<ExternalUsage, LedgerError> {
+        self.with_state(deployment, |s| {
+            let t = s.advance(now, limits.window_ms);
+            s.observe(limits, reported, t);
+            s.external_usage(t)
+        })
+    }
+
     async fn snapshot(
         &self,
         deployment: &DeploymentName,
@@ -191,12 +277,14 @@ impl Ledger for MemoryLedger {
                 window_requests: s.entries.len() as u64,
                 cooldown_until: (s.cooldown_until > t).then_some(EpochMillis(s.cooldown_until)),
                 down_until: (s.down_until > t).then_some(EpochMillis(s.down_until)),
+                external: s.external_usage(t),
                 admitted: s.admitted,
                 deferred: s.deferred,
                 reserved_tokens: s.reserved_tokens,
                 used_tokens: s.used_tokens,
                 refunded_tokens: s.refunded_tokens,
                 throttles: s.throttles,
+                shortfalls: s.shortfalls,
             }
         })
     }

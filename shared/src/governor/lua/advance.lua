@@ -2,6 +2,8 @@
 -- (member = reservation id, score = admitted at), 3 charges hash (id -> tokens),
 -- 4 reconciled set. Moves the ledger's timeline to max(now, latest now seen) and
 -- drops the entries that left the window, keeping the running token total exact.
+-- The state hash also holds the external reservation (ext_tokens, ext_requests,
+-- ext_until) set by what the deployment reported it has left.
 local state, window, charges, reconciled = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 
 local function advance(now, window_ms)
@@ -26,4 +28,12 @@ local function advance(now, window_ms)
   end
   redis.call('HSET', state, 'latest_now', t, 'window_tokens', total)
   return t, total
+end
+
+-- The external reservation in force at t: tokens, requests, and its end.
+local function external(t)
+  local f = redis.call('HMGET', state, 'ext_tokens', 'ext_requests', 'ext_until')
+  local ext_until = tonumber(f[3]) or 0
+  if ext_until > t then return tonumber(f[1]) or 0, tonumber(f[2]) or 0, ext_until end
+  return 0, 0, ext_until
 end
