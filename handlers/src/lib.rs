@@ -13,6 +13,7 @@ pub mod invocation;
 pub mod lazy_store;
 pub mod openai;
 pub mod redis_connector;
+pub mod related_search;
 pub mod secrets;
 pub mod servicenow;
 pub mod simulator_http;

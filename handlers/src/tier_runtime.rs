@@ -1,6 +1,7 @@
 //! The tier functions' runtime as the deployed handler builds it from its settings: the
-//! Azure OpenAI client, the two deployments on the shared governor, and the optional
-//! ServiceNow work-note sink with its outbox in Redis.
+//! Azure OpenAI client, the two deployments on the shared governor, the optional
+//! ServiceNow work-note sink with its outbox in Redis, and the optional related-context
+//! search (Azure AI Search).
 //!
 //! Nothing here touches the network: the Entra token is fetched by the first call, and
 //! the outbox's Redis connection is made by the first note, so `GET /` answers at once.
@@ -12,12 +13,16 @@ use azure_identity::{ManagedIdentityCredential, ManagedIdentityCredentialOptions
 use stormgate_shared::clock::Clock;
 use stormgate_shared::governor::Governor;
 use stormgate_shared::job::Tier;
+use stormgate_shared::related_context::RelatedContext;
 use stormgate_shared::summarize::{Deployment, SummarizeSettings};
 
-use crate::config::{OpenAiAuth as OpenAiAuthSetting, ServiceNowSettings, Settings, TierSettings};
+use crate::config::{
+    OpenAiAuth as OpenAiAuthSetting, SearchSettings, ServiceNowSettings, Settings, TierSettings,
+};
 use crate::functions::summarize::SummarizeRuntime;
 use crate::openai::{AzureOpenAiClient, OpenAiAuth, OpenAiConfig, OpenAiSetupError};
 use crate::redis_connector::RedisConnector;
+use crate::related_search::{AzureSearch, SearchConfig};
 use crate::servicenow::{ServiceNowClient, ServiceNowConfig, WorkNoteOutbox, WorkNoteSink};
 
 /// One chat completion, connection to last byte. Long enough for a slow answer of a few
@@ -28,6 +33,9 @@ pub const OPENAI_TIMEOUT: Duration = Duration::from_secs(60);
 /// sits after the summary is stored, inside a tier function or the dispatch tick.
 pub const SERVICENOW_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// One related-context search. Short: the summary waits for it, and goes on without it.
+pub const SEARCH_TIMEOUT: Duration = Duration::from_secs(3);
+
 /// Why the runtime could not be built. Each names the setting to look at.
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeSetupError {
@@ -37,6 +45,8 @@ pub enum RuntimeSetupError {
     OpenAi(#[from] OpenAiSetupError),
     #[error("cannot set up the ServiceNow client (SERVICENOW_INSTANCE_URL): {0}")]
     ServiceNow(reqwest::Error),
+    #[error("cannot set up the Azure AI Search client (STORMGATE_SEARCH_ENDPOINT): {0}")]
+    Search(reqwest::Error),
 }
 
 /// Builds the runtime. `governor` is the state's, so dispatch and every retry share one
@@ -55,6 +65,7 @@ pub fn build(
         .as_ref()
         .map(|servicenow| work_note_sink(servicenow, redis))
         .transpose()?;
+    let related = settings.search.as_ref().map(related_search).transpose()?;
     Ok(SummarizeRuntime {
         client: Arc::new(client),
         governor,
@@ -62,6 +73,7 @@ pub fn build(
         standard: deployment(Tier::Standard, &settings.standard),
         settings: SummarizeSettings::default(),
         work_notes,
+        related,
         seed,
     })
 }
@@ -116,4 +128,16 @@ fn work_note_sink(
     .map_err(RuntimeSetupError::ServiceNow)?;
     let outbox = WorkNoteOutbox::new(redis.lazy_connection(), &redis.key("servicenow"));
     Ok(WorkNoteSink { client, outbox })
+}
+
+/// The Azure AI Search client, when all three search settings are given.
+fn related_search(settings: &SearchSettings) -> Result<Arc<dyn RelatedContext>, RuntimeSetupError> {
+    let search = AzureSearch::new(SearchConfig {
+        endpoint: settings.endpoint.clone(),
+        index: settings.index.clone(),
+        api_key: settings.api_key.clone(),
+        timeout: SEARCH_TIMEOUT,
+    })
+    .map_err(RuntimeSetupError::Search)?;
+    Ok(Arc::new(search))
 }

@@ -379,6 +379,7 @@ async fn classify_dispatch_summarize_ends_with_an_llm_summary_for_every_ticket()
         standard,
         settings: SummarizeSettings::default(),
         work_notes: None,
+        related: None,
         seed: 7,
     };
     let state = state.with_summarization(runtime);

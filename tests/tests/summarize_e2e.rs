@@ -121,6 +121,7 @@ impl Lab {
                 ..SummarizeSettings::default()
             },
             rng: Mutex::new(SmallRng::seed_from_u64(seed)),
+            related: None,
         }
     }
 
