@@ -1348,6 +1348,47 @@ mod tests {
         assert_eq!(search.search.map(|s| s.index), Some("kb".into()));
     }
 
+    /// Secrets by name, as a vault would answer them.
+    struct NamedSecrets(HashMap<&'static str, &'static str>);
+
+    #[async_trait::async_trait]
+    impl SecretSource for NamedSecrets {
+        async fn fetch(&self, name: &str) -> Result<Secret, String> {
+            self.0
+                .get(name)
+                .map(|v| Secret::new(*v))
+                .ok_or_else(|| format!("no secret {name}"))
+        }
+    }
+
+    #[tokio::test]
+    async fn the_servicenow_password_and_search_key_may_come_from_key_vault() {
+        let vars = vars_with(&[
+            (KEY_VAULT_URL, "https://v.vault.azure.net/"),
+            (SERVICENOW_INSTANCE_URL, "https://x.service-now.com"),
+            (SERVICENOW_USERNAME, "stormgate.integration"),
+            (SERVICENOW_PASSWORD, "keyvault:servicenow-password"),
+            (SEARCH_ENDPOINT, "https://s.search.windows.net"),
+            (SEARCH_INDEX, "past-incidents"),
+            (SEARCH_API_KEY, "keyvault:search-key"),
+        ]);
+        let settings = Settings::load(vars, |_, _| {
+            Ok(Arc::new(NamedSecrets(HashMap::from([
+                ("servicenow-password", "sn-from-vault"),
+                ("search-key", "search-from-vault"),
+            ]))) as Arc<dyn SecretSource>)
+        })
+        .await
+        .unwrap();
+        let servicenow = settings.servicenow.unwrap();
+        assert_eq!(servicenow.password, Secret::new("sn-from-vault"));
+        assert_eq!(servicenow.username, "stormgate.integration");
+        assert_eq!(
+            settings.search.unwrap().api_key,
+            Secret::new("search-from-vault")
+        );
+    }
+
     #[test]
     fn an_unresolved_keyvault_prefix_is_not_taken_as_the_secret() {
         let err = Settings::from_vars(vars_with(&[
