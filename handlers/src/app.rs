@@ -17,6 +17,7 @@ use axum::routing::{MethodRouter, get, post};
 use stormgate_shared::clock::Clock;
 use stormgate_shared::dispatch_policy::DispatchConfig;
 use stormgate_shared::governor::Governor;
+use stormgate_shared::ingest::IngestPolicy;
 use stormgate_shared::store::Store;
 use tracing::Instrument;
 
@@ -37,14 +38,17 @@ pub const HTTP_ROUTE_PREFIX: &str = "/api";
 pub const MAX_BODY_BYTES: usize = 100 * 1024 * 1024;
 
 /// What every function gets: the store (connected on first use), the token governor
-/// over the ledger next to it (also connected on first use), the dispatch policy, the
-/// clock and the settings.
+/// over the ledger next to it (also connected on first use), the ingest policy (with the
+/// one deadline table), the dispatch policy, the clock and the settings.
 #[derive(Clone, Debug)]
 pub struct AppState {
     pub store: Arc<LazyStore>,
     /// Built from the settings' deployments and headroom; cheap to clone. The tier
     /// functions must admit and reconcile through this same governor.
     pub governor: Governor,
+    /// What `classify` and dead-letter re-submission apply; its deadlines are stamped on
+    /// every job, and `dispatch` spills by them.
+    pub ingest: IngestPolicy,
     pub dispatch: DispatchConfig,
     pub clock: Arc<dyn Clock>,
     pub settings: Arc<Settings>,
@@ -63,6 +67,7 @@ impl AppState {
         AppState {
             store: Arc::new(store),
             governor,
+            ingest: IngestPolicy::default(),
             dispatch: DispatchConfig::default(),
             clock,
             settings: Arc::new(settings),
@@ -70,7 +75,13 @@ impl AppState {
         }
     }
 
-    /// The same state with another dispatch policy (tests with short deadlines).
+    /// The same state with another ingest policy (e.g. other deadlines).
+    pub fn with_ingest(mut self, ingest: IngestPolicy) -> Self {
+        self.ingest = ingest;
+        self
+    }
+
+    /// The same state with another dispatch policy (aging, leases, group size, tick).
     pub fn with_dispatch(mut self, dispatch: DispatchConfig) -> Self {
         self.dispatch = dispatch;
         self
@@ -167,7 +178,9 @@ pub const FUNCTIONS: &[FunctionRoute] = &[
             methods: &["get", "post"],
             route: "dead-letters",
         },
-        handler: || get(functions::dead_letters::list).post(functions::dead_letters::resubmit),
+        handler: || {
+            get(functions::dead_letters::list).post(functions::dead_letters::resubmit_entries)
+        },
     },
     FunctionRoute {
         name: "health",

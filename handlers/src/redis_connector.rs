@@ -36,7 +36,7 @@ use crate::lazy_store::ConnectStore;
 pub const REDIS_TOKEN_SCOPE: &str = "https://redis.azure.com/.default";
 
 /// Every key the handler writes lives under this namespace.
-const NAMESPACE: &str = "stormgate";
+pub const NAMESPACE: &str = "stormgate";
 
 /// How long before expiry a token is replaced.
 const REFRESH_BEFORE_EXPIRY: Duration = Duration::from_secs(5 * 60);

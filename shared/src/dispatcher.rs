@@ -20,6 +20,8 @@
 //!      summary and acknowledges them, so no job ever ends without a summary;
 //! 3. logs its counters and the gauges ([`crate::gauges`]).
 //!
+//! A group's deadline is the earliest its jobs carry: ingest stamped each from the one
+//! [`crate::deadline_policy::DeadlinePolicy`], so there is no second table to disagree with.
 //! A job whose deadline has passed is still admitted if budget is there right now: a
 //! late LLM summary beats none; it spills only when the tier cannot serve it at once.
 //!

@@ -2,9 +2,10 @@
 //!
 //! Each event is handled on its own: parsed ([`crate::event`]), its log bounded, classified,
 //! summarized extractively (zero tokens), and turned into an [`IngestRecord`] whose jobs carry
-//! severity, tier, token estimate, deadline and coalescing key. Malformed events are
-//! dead-lettered with the reason, the raw value and their Kafka coordinates. The batch fails
-//! only when nothing could be stored, because the Kafka extension commits offsets even for a
+//! severity, tier, token estimate, deadline (from the one [`DeadlinePolicy`], which the
+//! dispatcher then spills by) and coalescing key. Malformed events are dead-lettered with
+//! the reason, the raw value and their Kafka coordinates. The batch fails only when nothing
+//! could be stored, because the Kafka extension commits offsets even for a
 //! failed invocation (docs/ticket-events.md): failing the batch for one bad event would lose
 //! the good ones.
 
@@ -15,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use crate::classifier::Classifier;
 use crate::classifier::features::FeatureInput;
 use crate::clock::{Clock, EpochMillis};
+use crate::deadline_policy::DeadlinePolicy;
 use crate::event::{CdcHeaders, ParseLimits, Ticket, parse_event};
 use crate::extractive;
 use crate::job::{Job, JobId, SummaryKind, Tier};
@@ -37,20 +39,6 @@ pub struct RawEvent {
     pub offset: Option<i64>,
 }
 
-/// Per-severity durations, P1 first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BySeverity(pub [Duration; 5]);
-
-impl BySeverity {
-    pub fn get(&self, s: Severity) -> Duration {
-        self.0[s.index()]
-    }
-}
-
-const fn minutes(m: u64) -> Duration {
-    Duration::from_secs(m * 60)
-}
-
 /// How ingest turns a ticket into work. Defaults are the product's; the handler may override.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct IngestPolicy {
@@ -58,8 +46,8 @@ pub struct IngestPolicy {
     pub bounding: BoundingLimits,
     /// Routing severities at or above this go to the premium tier; the rest to standard.
     pub premium_up_to: Severity,
-    pub technician_deadline: BySeverity,
-    pub customer_deadline: BySeverity,
+    /// Stamped on every job queued; the dispatcher spills by it.
+    pub deadlines: DeadlinePolicy,
     /// Tickets of one outage opened within this window share a coalescing key.
     pub coalesce_window: Duration,
     pub technician_max_output: Tokens,
@@ -76,21 +64,8 @@ impl Default for IngestPolicy {
             parse_limits: ParseLimits::default(),
             bounding: BoundingLimits::default(),
             premium_up_to: Severity::P2,
-            technician_deadline: BySeverity([
-                minutes(2),
-                minutes(5),
-                minutes(15),
-                minutes(60),
-                minutes(240),
-            ]),
-            customer_deadline: BySeverity([
-                minutes(5),
-                minutes(10),
-                minutes(30),
-                minutes(120),
-                minutes(480),
-            ]),
-            coalesce_window: minutes(15),
+            deadlines: DeadlinePolicy::default(),
+            coalesce_window: Duration::from_secs(15 * 60),
             technician_max_output: Tokens(300),
             customer_max_output: Tokens(200),
             dead_letter_raw_bytes: 64 * 1024,
@@ -132,25 +107,59 @@ pub fn prompt_token_estimate(text: &prompts::TicketText, kind: SummaryKind) -> T
     token_estimate::chat_upper_bound(&request.messages)
 }
 
+/// What became of one event of a batch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "fate", rename_all = "snake_case")]
+pub enum EventFate {
+    Accepted,
+    DuplicateOrStale,
+    /// Rejected and kept in the dead-letter stream under `id`.
+    DeadLettered {
+        id: String,
+        reason: String,
+    },
+    /// Rejected, and its dead letter could not be written either (logged with coordinates).
+    Lost {
+        reason: String,
+    },
+}
+
+/// A batch's counts and, in input order, what became of each event.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BatchReport {
+    pub outcome: BatchOutcome,
+    pub fates: Vec<EventFate>,
+}
+
 /// Handles a batch; fails only when the store is unavailable for everything.
 pub async fn classify_batch(
     events: &[RawEvent],
     ctx: &IngestContext<'_>,
 ) -> Result<BatchOutcome, IngestError> {
+    Ok(classify_batch_reporting(events, ctx).await?.outcome)
+}
+
+/// [`classify_batch`], also telling what became of each event (dead-letter
+/// re-submission reports it per entry).
+pub async fn classify_batch_reporting(
+    events: &[RawEvent],
+    ctx: &IngestContext<'_>,
+) -> Result<BatchReport, IngestError> {
     let now = ctx.clock.now();
+    let mut fates: Vec<Option<EventFate>> = vec![None; events.len()];
     let mut records = Vec::with_capacity(events.len());
     let mut record_events = Vec::with_capacity(events.len());
-    let mut rejected: Vec<(&RawEvent, String)> = Vec::new();
-    for event in events {
+    let mut rejected: Vec<(usize, &RawEvent, String)> = Vec::new();
+    for (index, event) in events.iter().enumerate() {
         match parse_event(&event.value, &event.headers, ctx.policy.parse_limits) {
             Ok(ticket) => match prepare(ticket, ctx, now) {
                 Ok(record) => {
                     records.push(record);
-                    record_events.push(event);
+                    record_events.push((index, event));
                 }
-                Err(reason) => rejected.push((event, reason)),
+                Err(reason) => rejected.push((index, event, reason)),
             },
-            Err(rejection) => rejected.push((event, rejection.to_string())),
+            Err(rejection) => rejected.push((index, event, rejection.to_string())),
         }
     }
 
@@ -160,13 +169,18 @@ pub async fn classify_batch(
         match ctx.store.ingest(&records).await {
             Ok(outcomes) => {
                 stored_any = true;
-                for o in outcomes {
-                    match o {
-                        IngestOutcome::Accepted => outcome.accepted += 1,
-                        IngestOutcome::Duplicate | IngestOutcome::Stale => {
-                            outcome.duplicate_or_stale += 1
+                for (&(index, _), o) in record_events.iter().zip(outcomes) {
+                    let fate = match o {
+                        IngestOutcome::Accepted => {
+                            outcome.accepted += 1;
+                            EventFate::Accepted
                         }
-                    }
+                        IngestOutcome::Duplicate | IngestOutcome::Stale => {
+                            outcome.duplicate_or_stale += 1;
+                            EventFate::DuplicateOrStale
+                        }
+                    };
+                    settle(&mut fates, index, fate);
                 }
             }
             Err(StoreError::Unavailable(e)) => return Err(IngestError::StoreUnavailable(e)),
@@ -174,26 +188,27 @@ pub async fn classify_batch(
                 rejected.extend(
                     record_events
                         .iter()
-                        .map(|ev| (*ev, format!("store refused the record: {e}"))),
+                        .map(|&(index, ev)| (index, ev, format!("store refused the record: {e}"))),
                 );
             }
         }
     }
 
-    for (event, reason) in rejected {
-        let entry = DeadLetter {
-            reason,
-            raw: clipped_raw(&event.value, ctx.policy.dead_letter_raw_bytes),
-            topic: event.topic.clone(),
-            partition: event.partition,
-            offset: event.offset,
-            at: now,
-        };
+    for (index, event, reason) in rejected {
+        let entry = dead_letter_of(event, reason, ctx.policy, now);
         match ctx.store.dead_letter(&entry).await {
-            Ok(_) => {
+            Ok(id) => {
                 stored_any = true;
                 outcome.dead_lettered += 1;
                 tracing::warn!(topic = ?entry.topic, partition = ?entry.partition, offset = ?entry.offset, reason = %entry.reason, "event dead-lettered");
+                settle(
+                    &mut fates,
+                    index,
+                    EventFate::DeadLettered {
+                        id,
+                        reason: entry.reason,
+                    },
+                );
             }
             Err(e) => {
                 outcome.lost += 1;
@@ -201,10 +216,52 @@ pub async fn classify_batch(
                 if matches!(e, StoreError::Unavailable(_)) && !stored_any {
                     return Err(IngestError::StoreUnavailable(e.to_string()));
                 }
+                settle(
+                    &mut fates,
+                    index,
+                    EventFate::Lost {
+                        reason: entry.reason,
+                    },
+                );
             }
         }
     }
-    Ok(outcome)
+    // Every event was settled above, each exactly once.
+    let fates = fates
+        .into_iter()
+        .map(|fate| {
+            fate.unwrap_or(EventFate::Lost {
+                reason: "not handled".to_owned(),
+            })
+        })
+        .collect();
+    Ok(BatchReport { outcome, fates })
+}
+
+fn settle(fates: &mut [Option<EventFate>], index: usize, fate: EventFate) {
+    if let Some(slot) = fates.get_mut(index) {
+        *slot = Some(fate);
+    }
+}
+
+/// The dead letter of a rejected event: its value (clipped), headers and coordinates.
+fn dead_letter_of(
+    event: &RawEvent,
+    reason: String,
+    policy: &IngestPolicy,
+    now: EpochMillis,
+) -> DeadLetter {
+    let max = policy.dead_letter_raw_bytes;
+    DeadLetter {
+        reason,
+        raw: clipped_raw(&event.value, max),
+        headers: event.headers.clone(),
+        replayable: event.value.len() <= max && std::str::from_utf8(&event.value).is_ok(),
+        topic: event.topic.clone(),
+        partition: event.partition,
+        offset: event.offset,
+        at: now,
+    }
 }
 
 fn clipped_raw(value: &[u8], max: usize) -> String {
@@ -256,18 +313,10 @@ pub fn prepare(
     let closed = t.is_closed();
     let mut kinds = Vec::with_capacity(2);
     if !closed {
-        kinds.push((
-            SummaryKind::Technician,
-            policy.technician_deadline.get(routing),
-            policy.technician_max_output,
-        ));
+        kinds.push((SummaryKind::Technician, policy.technician_max_output));
     }
     if snapshot.customer_impacting {
-        kinds.push((
-            SummaryKind::Customer,
-            policy.customer_deadline.get(routing),
-            policy.customer_max_output,
-        ));
+        kinds.push((SummaryKind::Customer, policy.customer_max_output));
     }
     let prompt_text = prompts::ticket_text(&snapshot, policy.prompt_chars);
     let coalesce_key = coalesce_key(t, policy.coalesce_window, now);
@@ -276,23 +325,26 @@ pub fn prepare(
     } else {
         Tier::Standard
     };
+    // Every queued kind has a deadline; one without would never be queued.
     let jobs = kinds
         .into_iter()
-        .map(|(kind, deadline, max_output)| Job {
-            id: JobId {
-                ticket: t.id.clone(),
-                version: t.version,
-                kind,
-            },
-            number: t.number.clone(),
-            severity: routing,
-            tier,
-            prompt_tokens: prompt_token_estimate(&prompt_text, kind),
-            max_output_tokens: max_output,
-            enqueued_at: now,
-            deadline: now.plus(deadline),
-            coalesce_key: coalesce_key.clone(),
-            region: t.region.clone(),
+        .filter_map(|(kind, max_output)| {
+            Some(Job {
+                id: JobId {
+                    ticket: t.id.clone(),
+                    version: t.version,
+                    kind,
+                },
+                number: t.number.clone(),
+                severity: routing,
+                tier,
+                prompt_tokens: prompt_token_estimate(&prompt_text, kind),
+                max_output_tokens: max_output,
+                enqueued_at: now,
+                deadline: policy.deadlines.deadline(now, routing, kind)?,
+                coalesce_key: coalesce_key.clone(),
+                region: t.region.clone(),
+            })
         })
         .collect();
 

@@ -11,6 +11,8 @@
 
 pub mod classifier;
 pub mod clock;
+pub mod dead_letters;
+pub mod deadline_policy;
 pub mod dispatch_policy;
 pub mod dispatcher;
 pub mod duration_secs;

@@ -1,17 +1,22 @@
 //! The dispatch step against the in-memory store and ledger on a manual clock:
 //! priority order, aging, waiting within a tick, deadlines and spill, cooldowns,
-//! down deployments, reclaim, and the gauges.
+//! down deployments, reclaim, the gauges, and the deadline ingest stamps being the one
+//! dispatch spills by.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use stormgate_shared::classifier::Classifier;
 use stormgate_shared::clock::{Clock, EpochMillis, ManualClock};
+use stormgate_shared::deadline_policy::{DeadlinePolicy, PerSeverity};
 use stormgate_shared::dispatch_policy::{DispatchConfig, DispatchConfigFile};
 use stormgate_shared::dispatcher::{DispatchContext, DispatchOutcome, SpillReason, dispatch_once};
 use stormgate_shared::governor::{DeploymentBudget, Governor, GovernorPolicy, MemoryLedger};
+use stormgate_shared::ingest::{IngestContext, IngestPolicy, RawEvent, classify_batch};
 use stormgate_shared::job::{Job, JobId, SummaryKind, Tier};
+use stormgate_shared::sample_events::{rng as sample_rng, storm_event};
 use stormgate_shared::severity::Severity;
 use stormgate_shared::store::Store;
 use stormgate_shared::store::memory::MemoryStore;
@@ -367,4 +372,71 @@ async fn gauges_report_queues_and_deployments() {
     assert_eq!(premium.remaining_tokens, 0);
     assert_eq!(premium.ledger.admitted, 9);
     assert_eq!(premium.ledger.deferred, 1);
+}
+
+/// Ingests one P1 ticket through `classify_batch` with `deadlines`, with premium cooling
+/// down for 40 s, and runs one tick: where did its technician job go, with which deadline?
+async fn p1_technician_under_a_40_s_cooldown(deadlines: DeadlinePolicy) -> (Tier, EpochMillis) {
+    let rig = rig(one_job_per_call());
+    let mut event = storm_event(&mut sample_rng(3), 1, 1, 4_000);
+    event["priority"] = "1".into();
+    event["state"] = "2".into();
+    let policy = IngestPolicy {
+        deadlines,
+        ..IngestPolicy::default()
+    };
+    let classifier = Classifier::embedded().unwrap();
+    let ingested = classify_batch(
+        &[RawEvent {
+            value: event.to_string().into_bytes(),
+            ..RawEvent::default()
+        }],
+        &IngestContext {
+            store: &rig.store,
+            clock: &rig.clock,
+            classifier: &classifier,
+            policy: &policy,
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(ingested.accepted, 1);
+    let premium = rig.governor.deployment_for(Tier::Premium).unwrap().clone();
+    rig.governor
+        .report_throttle(&premium, Duration::from_secs(40), T0)
+        .await
+        .unwrap();
+
+    let out = rig.tick().await;
+    let technician = |l: &&stormgate_shared::store::Lease| l.job.id.kind == SummaryKind::Technician;
+    if let Some(lease) = out.admitted.iter().flat_map(|g| &g.leases).find(technician) {
+        return (lease.job.tier, lease.job.deadline);
+    }
+    let stats = rig.store.queue_stats(Tier::Premium).await.unwrap();
+    assert!(
+        stats.pending >= 1,
+        "released back to premium for a later tick"
+    );
+    (Tier::Premium, EpochMillis::ZERO)
+}
+
+#[tokio::test]
+async fn the_deadline_ingest_stamps_from_the_policy_is_the_one_dispatch_spills_by() {
+    // The classifier decides whether a customer job comes too; give it the same P1 deadline.
+    let table = |p1| {
+        DeadlinePolicy::new(
+            PerSeverity::secs(p1, 300, 900, 3_600, 14_400),
+            PerSeverity::secs(p1, 600, 1_800, 7_200, 28_800),
+        )
+        .unwrap()
+    };
+
+    // 30 s: the cooldown outlasts the deadline, so premium gives the job to standard.
+    let (tier, deadline) = p1_technician_under_a_40_s_cooldown(table(30)).await;
+    assert_eq!(tier, Tier::Standard);
+    assert_eq!(deadline, T0.plus(Duration::from_secs(30)));
+
+    // 50 s: the cooldown ends in time, so the job waits for premium.
+    let (tier, _) = p1_technician_under_a_40_s_cooldown(table(50)).await;
+    assert_eq!(tier, Tier::Premium);
 }

@@ -11,6 +11,7 @@ use std::time::Duration;
 use proptest::prelude::*;
 use proptest::test_runner::Config;
 use stormgate_shared::clock::{Clock, EpochMillis, ManualClock};
+use stormgate_shared::deadline_policy::DeadlinePolicy;
 use stormgate_shared::dispatch_policy::{DispatchConfig, DispatchConfigFile};
 use stormgate_shared::dispatcher::{DispatchContext, dispatch_once};
 use stormgate_shared::governor::{
@@ -76,7 +77,7 @@ fn workers() -> impl Strategy<Value = Vec<Worker>> {
     )
 }
 
-fn job(n: usize, a: &Arrival, config: &DispatchConfig) -> Job {
+fn job(n: usize, a: &Arrival, deadlines: &DeadlinePolicy) -> Job {
     let severity = Severity::from_rank(a.severity).unwrap();
     let kind = if a.customer {
         SummaryKind::Customer
@@ -100,7 +101,7 @@ fn job(n: usize, a: &Arrival, config: &DispatchConfig) -> Job {
         prompt_tokens: Tokens(a.prompt),
         max_output_tokens: Tokens(300),
         enqueued_at,
-        deadline: config.job_deadline(enqueued_at, severity, kind),
+        deadline: deadlines.deadline(enqueued_at, severity, kind).unwrap(),
         coalesce_key: a.outage.map(|o| format!("outage-{o}")),
         region: None,
     }
@@ -156,7 +157,7 @@ async fn run(arrivals: Vec<Arrival>, workers: Vec<Worker>) -> Result<(), TestCas
     let jobs: Vec<Job> = arrivals
         .iter()
         .enumerate()
-        .map(|(n, a)| job(n, a, &config))
+        .map(|(n, a)| job(n, a, &DeadlinePolicy::default()))
         .collect();
 
     let mut pending_arrivals: Vec<&Job> = jobs.iter().collect();

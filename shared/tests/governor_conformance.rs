@@ -481,3 +481,53 @@ conformance!(
     a_later_shortfall_grows_the_reservation_and_restarts_its_window,
     gauges_count_the_external_reservation_as_spent,
 );
+
+/// Client commands sent to Redis so far (`INFO commandstats`): scripts and anything else,
+/// not the commands scripts run inside the server, nor the INFO asking.
+async fn client_commands(connection: &mut ::redis::aio::ConnectionManager) -> u64 {
+    const SCRIPT_CALLS: [&str; 4] = ["evalsha", "eval", "script|load", "script"];
+    let info: String = ::redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(connection)
+        .await
+        .unwrap();
+    info.lines()
+        .filter_map(|line| {
+            let (name, rest) = line.strip_prefix("cmdstat_")?.split_once(":calls=")?;
+            let calls: u64 = rest.split(',').next()?.parse().ok()?;
+            SCRIPT_CALLS.contains(&name).then_some(calls)
+        })
+        .sum()
+}
+
+#[tokio::test]
+async fn an_admitted_job_costs_the_redis_governor_two_round_trips() {
+    let server = start_redis();
+    let ledger = RedisLedger::new(connection(&server).await, "trips:gov");
+    ledger.preload().await.unwrap();
+    let governor = Governor::new(
+        Arc::new(ledger),
+        GovernorPolicy::default(),
+        [DeploymentBudget {
+            tier: Tier::Premium,
+            deployment: dep(),
+            tpm: 10_000_000,
+        }],
+    );
+    let mut stats = connection(&server).await;
+    let before = client_commands(&mut stats).await;
+    const JOBS: u64 = 50;
+    for n in 0..JOBS {
+        let reservation = match governor.admit(&dep(), Tokens(1_500), at(n)).await.unwrap() {
+            Admission::Admitted(r) => r,
+            other => panic!("expected an admission, got {other:?}"),
+        };
+        governor.reconcile(&reservation, Tokens(900)).await.unwrap();
+    }
+    let sent = client_commands(&mut stats).await - before;
+    assert_eq!(
+        sent,
+        2 * JOBS,
+        "admission and reconciliation, one script each"
+    );
+}

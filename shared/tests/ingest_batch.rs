@@ -216,6 +216,14 @@ async fn assert_mixed_batch_outcome(store: &dyn Store) {
     );
     let oversized = letters.iter().find(|(_, d)| d.offset == Some(303)).unwrap();
     assert!(oversized.1.raw.len() <= 64 * 1024);
+    assert!(!oversized.1.replayable, "a clipped value is not the event");
+    let other_table = letters.iter().find(|(_, d)| d.offset == Some(302)).unwrap();
+    assert_eq!(
+        other_table.1.headers.table_name.as_deref(),
+        Some("change_request"),
+        "re-submission must see the headers the event came with"
+    );
+    assert!(other_table.1.replayable);
 
     // Redelivery of the same batch changes nothing but the dead-letter stream.
     let again = run(store, &batch).await;

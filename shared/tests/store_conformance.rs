@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use stormgate_shared::clock::EpochMillis;
+use stormgate_shared::event::CdcHeaders;
 use stormgate_shared::job::{Job, SummaryKind, Tier};
 use stormgate_shared::severity::Severity::{self, P1, P2, P3, P4, P5};
 use stormgate_shared::store::{
@@ -693,6 +694,11 @@ async fn dead_letters_are_listed_oldest_first_and_removable(store: &dyn Store) {
     let letter = |n: i64, known_origin: bool| DeadLetter {
         reason: format!("invalid severity in event {n}"),
         raw: format!("{{\"sys_id\": \"{n}\", \"priority\": \"urgent\"}}"),
+        headers: CdcHeaders {
+            action: known_origin.then(|| "delete".to_owned()),
+            table_name: known_origin.then(|| "incident".to_owned()),
+        },
+        replayable: known_origin,
         topic: known_origin.then(|| "servicenow.incidents".to_owned()),
         partition: known_origin.then_some(n % 3),
         offset: known_origin.then_some(1_000 + n),
@@ -763,6 +769,81 @@ async fn regions_marked_by_ingest_are_taken_once(store: &dyn Store) {
     assert_eq!(
         store.take_due_regions().await.unwrap(),
         vec!["emea".to_owned()]
+    );
+}
+
+async fn a_region_change_marks_the_roll_ups_of_both_regions_due(store: &dyn Store) {
+    store
+        .ingest(&[in_region(1, 1, Some("emea")), in_region(2, 1, Some("apac"))])
+        .await
+        .unwrap();
+    store.take_due_regions().await.unwrap();
+
+    store
+        .ingest(&[in_region(1, 2, Some("amer"))])
+        .await
+        .unwrap();
+    assert_eq!(
+        store.take_due_regions().await.unwrap(),
+        vec!["amer".to_owned(), "emea".to_owned()],
+        "the region left and the region joined"
+    );
+
+    store.ingest(&[in_region(1, 3, None)]).await.unwrap();
+    assert_eq!(
+        store.take_due_regions().await.unwrap(),
+        vec!["amer".to_owned()],
+        "a ticket losing its region leaves that region"
+    );
+
+    store
+        .ingest(&[in_region(1, 2, Some("apac")), in_region(2, 1, Some("emea"))])
+        .await
+        .unwrap();
+    assert!(
+        store.take_due_regions().await.unwrap().is_empty(),
+        "stale and duplicate versions move no ticket"
+    );
+
+    store
+        .ingest(&[in_region(2, 2, Some("apac"))])
+        .await
+        .unwrap();
+    assert_eq!(
+        store.take_due_regions().await.unwrap(),
+        vec!["apac".to_owned()],
+        "staying in a region marks only that region"
+    );
+}
+
+async fn a_ticket_evicted_from_its_region_index_still_marks_that_region_when_it_moves(
+    store: &dyn Store,
+) {
+    let total = REGION_INDEX_CAP as u64 + 1;
+    for chunk in (1..=total).collect::<Vec<_>>().chunks(500) {
+        let batch: Vec<_> = chunk
+            .iter()
+            .map(|&n| in_region(n, 1, Some("emea")))
+            .collect();
+        store.ingest(&batch).await.unwrap();
+    }
+    assert!(
+        !store
+            .region_tickets("emea", usize::MAX)
+            .await
+            .unwrap()
+            .contains(&ticket(1)),
+        "the oldest ticket was evicted from the index"
+    );
+    store.take_due_regions().await.unwrap();
+
+    store
+        .ingest(&[in_region(1, 2, Some("apac"))])
+        .await
+        .unwrap();
+    assert_eq!(
+        store.take_due_regions().await.unwrap(),
+        vec!["apac".to_owned(), "emea".to_owned()]
     );
 }
 
@@ -914,6 +995,8 @@ conformance!(
     queue_stats_report_pending_leased_and_oldest_per_severity,
     dead_letters_are_listed_oldest_first_and_removable,
     regions_marked_by_ingest_are_taken_once,
+    a_region_change_marks_the_roll_ups_of_both_regions_due,
+    a_ticket_evicted_from_its_region_index_still_marks_that_region_when_it_moves,
     unknown_tickets_have_no_snapshot_and_no_summary,
     regions_list_their_tickets_latest_first,
     a_region_keeps_only_its_latest_tickets,

@@ -26,6 +26,8 @@ enum Command {
     Loadtest(cli::loadtest::LoadtestArgs),
     /// Replay a storm through the naive design and stormgate, on virtual time.
     Replay(cli::replay::ReplayArgs),
+    /// List the events `classify` dead-lettered, or re-submit them through ingest.
+    DeadLetters(cli::dead_letters::DeadLettersArgs),
 }
 
 #[tokio::main]
@@ -34,6 +36,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Train(args) => cli::train::run(&args),
         Command::Simulate(args) => cli::simulate::run(args).await,
         Command::Loadtest(args) => cli::loadtest::run(args).await,
+        Command::DeadLetters(args) => cli::dead_letters::run(args).await,
         // The replay runs its own single-threaded runtime on virtual time.
         Command::Replay(args) => std::thread::spawn(move || cli::replay::run(args))
             .join()

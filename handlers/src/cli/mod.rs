@@ -1,5 +1,6 @@
 //! Subcommands of the `stormgate` command line, one module each.
 
+pub mod dead_letters;
 pub mod loadtest;
 pub mod replay;
 pub mod simulate;

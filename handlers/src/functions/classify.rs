@@ -6,9 +6,7 @@
 
 use axum::extract::State;
 use stormgate_shared::event::CdcHeaders;
-use stormgate_shared::ingest::{
-    BatchOutcome, IngestContext, IngestPolicy, RawEvent, classify_batch,
-};
+use stormgate_shared::ingest::{BatchOutcome, IngestContext, RawEvent, classify_batch};
 use stormgate_shared::store::{DeadLetter, Store};
 
 use crate::app::AppState;
@@ -28,13 +26,12 @@ pub async fn run(
     let batch = invocation.kafka_batch(EVENTS_BINDING)?;
     let store = state.store().await?;
     let classifier = classifier(&state.settings)?;
-    let policy = IngestPolicy::default();
     let events: Vec<RawEvent> = batch.accepted().map(raw_event).collect();
     let ctx = IngestContext {
         store: store.as_ref(),
         clock: state.clock.as_ref(),
         classifier,
-        policy: &policy,
+        policy: &state.ingest,
     };
     let mut outcome = classify_batch(&events, &ctx)
         .await
@@ -43,6 +40,9 @@ pub async fn run(
         let entry = DeadLetter {
             reason: format!("not a Kafka event: {}", rejected.reason),
             raw: rejected.raw.clone(),
+            // The record around the value could not be read: there is no event to replay.
+            headers: Default::default(),
+            replayable: false,
             topic: None,
             partition: None,
             offset: None,

@@ -1,14 +1,15 @@
 //! `GET /api/dead-letters` lists rejected events; `POST /api/dead-letters` re-submits them.
 //!
-//! Re-submission runs the event through `classify` again (without its original CDC headers,
-//! which dead letters do not keep). An entry leaves the stream once its event is stored or
-//! found already stored; an event that is rejected again gets a fresh entry with the new
-//! reason and the old one is removed.
+//! Re-submission is [`stormgate_shared::dead_letters::resubmit`], the same as
+//! `stormgate dead-letters resubmit`: each entry's event runs through `classify` again with
+//! its original CDC headers and Kafka coordinates, and leaves the stream once stored; an
+//! event rejected again is kept under a new entry with the new reason.
 
 use axum::Json;
 use axum::extract::{Query, State};
 use serde::{Deserialize, Serialize};
-use stormgate_shared::ingest::{IngestContext, IngestPolicy, RawEvent, classify_batch};
+use stormgate_shared::dead_letters::{ResubmitError, ResubmitReport, Selection, resubmit};
+use stormgate_shared::ingest::IngestContext;
 use stormgate_shared::store::DeadLetter;
 
 use crate::app::AppState;
@@ -23,6 +24,7 @@ pub struct ListQuery {
     pub limit: Option<usize>,
 }
 
+/// One listed entry: its stream id and the dead letter.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Entry {
     pub id: String,
@@ -45,57 +47,37 @@ pub async fn list(
     ))
 }
 
-/// `{"ids": [...]}` re-submits those entries; an empty body or no ids re-submits all listed.
+/// `{"ids": [...]}` re-submits those entries; an empty body or no ids re-submits all
+/// among the oldest [`MAX_ENTRIES`].
 #[derive(Debug, Default, Deserialize)]
 pub struct ResubmitRequest {
     #[serde(default)]
     pub ids: Vec<String>,
 }
 
-#[derive(Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
-pub struct ResubmitOutcome {
-    pub resubmitted: u32,
-    pub accepted: u32,
-    pub duplicate_or_stale: u32,
-    pub rejected_again: u32,
-}
-
-pub async fn resubmit(
+pub async fn resubmit_entries(
     State(state): State<AppState>,
     body: Option<Json<ResubmitRequest>>,
-) -> Result<Json<ResubmitOutcome>, ApiError> {
+) -> Result<Json<ResubmitReport>, ApiError> {
     let request = body.map(|Json(b)| b).unwrap_or_default();
     let store = state.store().await?;
     let classifier = classifier(&state.settings)?;
-    let policy = IngestPolicy::default();
     let ctx = IngestContext {
         store: store.as_ref(),
         clock: state.clock.as_ref(),
         classifier,
-        policy: &policy,
+        policy: &state.ingest,
     };
-    let mut result = ResubmitOutcome::default();
-    for (id, letter) in store.dead_letters(MAX_ENTRIES).await? {
-        if !request.ids.is_empty() && !request.ids.contains(&id) {
-            continue;
-        }
-        let event = RawEvent {
-            value: letter.raw.into_bytes(),
-            headers: Default::default(),
-            topic: letter.topic,
-            partition: letter.partition,
-            offset: letter.offset,
-        };
-        let outcome = classify_batch(std::slice::from_ref(&event), &ctx)
-            .await
-            .map_err(|e| ApiError::Unavailable(e.to_string()))?;
-        result.resubmitted += 1;
-        result.accepted += outcome.accepted;
-        result.duplicate_or_stale += outcome.duplicate_or_stale;
-        result.rejected_again += outcome.dead_lettered + outcome.lost;
-        if outcome.lost == 0 {
-            store.remove_dead_letter(&id).await?;
-        }
-    }
-    Ok(Json(result))
+    let selection = if request.ids.is_empty() {
+        Selection::All
+    } else {
+        Selection::Ids(request.ids)
+    };
+    let report = resubmit(&ctx, &selection, MAX_ENTRIES)
+        .await
+        .map_err(|e| match e {
+            ResubmitError::Unavailable(e) => ApiError::Unavailable(e),
+            ResubmitError::Corrupt(e) => ApiError::Internal(e),
+        })?;
+    Ok(Json(report))
 }

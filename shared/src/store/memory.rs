@@ -46,7 +46,7 @@ type Entry = (u64, String);
 
 #[derive(Debug, Default)]
 struct State {
-    tickets: BTreeMap<TicketId, (u64, serde_json::Value)>,
+    tickets: BTreeMap<TicketId, StoredTicket>,
     summaries: BTreeMap<(TicketId, SummaryKind), Summary>,
     jobs: BTreeMap<String, StoredJob>,
     ticket_jobs: BTreeMap<TicketId, BTreeSet<String>>,
@@ -62,6 +62,16 @@ struct State {
     ticket_region: BTreeMap<TicketId, (String, u64)>,
     /// Per region: ingest sequence → ticket, latest last.
     region_index: BTreeMap<String, BTreeMap<u64, TicketId>>,
+}
+
+/// The latest accepted version of a ticket, as its ingest record left it.
+#[derive(Debug)]
+struct StoredTicket {
+    version: u64,
+    snapshot: serde_json::Value,
+    /// Kept apart from the region index (which evicts), so that a later version moving
+    /// the ticket elsewhere always knows which region it leaves.
+    region: Option<String>,
 }
 
 #[derive(Debug)]
@@ -89,14 +99,20 @@ fn arrival_entry(job: &Job, id: &str) -> Entry {
 
 impl State {
     fn ingest_one(&mut self, record: &IngestRecord) -> IngestOutcome {
-        match self.tickets.get(&record.ticket) {
-            Some((stored, _)) if *stored == record.version => return IngestOutcome::Duplicate,
-            Some((stored, _)) if *stored > record.version => return IngestOutcome::Stale,
-            _ => {}
-        }
+        let region = record.region.as_deref().filter(|r| !r.is_empty());
+        let previous_region = match self.tickets.get(&record.ticket) {
+            Some(stored) if stored.version == record.version => return IngestOutcome::Duplicate,
+            Some(stored) if stored.version > record.version => return IngestOutcome::Stale,
+            Some(stored) => stored.region.clone(),
+            None => None,
+        };
         self.tickets.insert(
             record.ticket.clone(),
-            (record.version, record.snapshot.clone()),
+            StoredTicket {
+                version: record.version,
+                snapshot: record.snapshot.clone(),
+                region: region.map(str::to_owned),
+            },
         );
         self.put_summary(&record.instant_summary);
         self.cancel(&record.ticket, record.version, &SummaryKind::ALL);
@@ -105,10 +121,10 @@ impl State {
                 self.enqueue(job);
             }
         }
-        let region = record.region.as_deref().filter(|r| !r.is_empty());
         self.file_under_region(&record.ticket, region);
-        if let Some(region) = region {
-            self.due_regions.insert(region.to_owned());
+        // The region the ticket left needs its roll-up redone as much as the one it joined.
+        for due in [previous_region.as_deref(), region].into_iter().flatten() {
+            self.due_regions.insert(due.to_owned());
         }
         IngestOutcome::Accepted
     }
@@ -441,7 +457,11 @@ impl Store for MemoryStore {
         &self,
         ticket: &TicketId,
     ) -> Result<Option<(u64, serde_json::Value)>, StoreError> {
-        Ok(self.state().tickets.get(ticket).cloned())
+        Ok(self
+            .state()
+            .tickets
+            .get(ticket)
+            .map(|stored| (stored.version, stored.snapshot.clone())))
     }
 
     async fn enqueue(&self, jobs: &[Job]) -> Result<u64, StoreError> {

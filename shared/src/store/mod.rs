@@ -14,6 +14,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::clock::EpochMillis;
+use crate::event::CdcHeaders;
 use crate::job::{Job, JobId, SummaryKind, Tier};
 use crate::severity::Severity;
 use crate::summary::{PutOutcome, Summary};
@@ -59,7 +60,8 @@ pub const REGION_INDEX_CAP: usize = 10_000;
 
 /// Everything `classify` writes for one accepted ticket version, applied atomically:
 /// the version check, the ticket snapshot, the instant extractive summary, cancellation
-/// of superseded work, the new jobs, and the region's rollup mark.
+/// of superseded work, the new jobs, and the roll-up marks of the region it joins and of
+/// the region its previous version was filed under.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct IngestRecord {
     pub ticket: TicketId,
@@ -152,11 +154,25 @@ pub struct QueueStats {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeadLetter {
     pub reason: String,
+    /// The event's value (as text; at most the ingest policy's `dead_letter_raw_bytes`).
     pub raw: String,
+    /// The CDC headers it came with: re-submission must see the same `action` and
+    /// `table_name`, or a delete would come back as an update.
+    #[serde(default)]
+    pub headers: CdcHeaders,
+    /// Whether `raw` and `headers` are the event exactly as delivered, so that
+    /// re-submitting replays it. False when the value was clipped or was not UTF-8, or
+    /// when the Kafka record itself could not be decoded; such an entry is only listed.
+    #[serde(default = "replayable_by_default")]
+    pub replayable: bool,
     pub topic: Option<String>,
     pub partition: Option<i64>,
     pub offset: Option<i64>,
     pub at: EpochMillis,
+}
+
+fn replayable_by_default() -> bool {
+    true
 }
 
 /// The storage operations stormgate needs. See the module docs for the backends.
@@ -170,7 +186,8 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// [`crate::summary::replaces`]), cancels every pending job of older versions,
     /// queues its jobs (no technician job when the ticket is closed), files the ticket
     /// under its region (see [`Store::region_tickets`]) and marks the region's roll-up
-    /// due. An empty region counts as none.
+    /// due. When the stored older version was filed under another region, that region's
+    /// roll-up is marked due as well (the ticket left it). An empty region counts as none.
     async fn ingest(&self, records: &[IngestRecord]) -> Result<Vec<IngestOutcome>, StoreError>;
 
     /// The latest snapshot stored for a ticket, with its version.

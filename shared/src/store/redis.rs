@@ -24,7 +24,7 @@
 //! | `{ns}:coalesce:<tier>:<key>`      | zset   | pending job ids sharing a coalescing key, score = enqueued_at |
 //! | `{ns}:leased:<tier>`              | zset   | leased job ids, score = lease expiry                     |
 //! | `{ns}:lease_seq`                  | string | counter behind lease tokens (`<seq>.<position in group>`) |
-//! | `{ns}:dead_letters`               | stream | `reason`, `raw`, `at`, and `topic`, `partition`, `offset` when known |
+//! | `{ns}:dead_letters`               | stream | `reason`, `raw`, `at`, `replayable` (`1`/`0`; absent = `1`), and `action`, `table_name`, `topic`, `partition`, `offset` when known |
 //! | `{ns}:rollup_due`                 | set    | regions whose roll-up is due                             |
 //! | `{ns}:region_tickets:<region>`    | zset   | the region's tickets, score = `{ns}:ingest_seq` at ingest (latest highest), capped |
 //! | `{ns}:ingest_seq`                 | string | counter ordering the region indexes                     |
@@ -53,6 +53,7 @@ use super::{
     REGION_INDEX_CAP, Store, StoreError,
 };
 use crate::clock::EpochMillis;
+use crate::event::CdcHeaders;
 use crate::job::{Job, JobId, SummaryKind, Tier};
 use crate::severity::Severity;
 use crate::summary::{PutOutcome, Summary, standing};
@@ -395,6 +396,11 @@ fn dead_letter_from_fields(
     Ok(DeadLetter {
         reason: required("reason")?,
         raw: required("raw")?,
+        headers: CdcHeaders {
+            action: field("action").map(str::to_owned),
+            table_name: field("table_name").map(str::to_owned),
+        },
+        replayable: field("replayable") != Some("0"),
         topic: field("topic").map(str::to_owned),
         partition: number("partition")?,
         offset: number("offset")?,
@@ -611,7 +617,15 @@ impl Store for RedisStore {
             .arg("raw")
             .arg(&entry.raw)
             .arg("at")
-            .arg(entry.at.as_millis());
+            .arg(entry.at.as_millis())
+            .arg("replayable")
+            .arg(if entry.replayable { "1" } else { "0" });
+        if let Some(action) = &entry.headers.action {
+            cmd.arg("action").arg(action);
+        }
+        if let Some(table_name) = &entry.headers.table_name {
+            cmd.arg("table_name").arg(table_name);
+        }
         if let Some(topic) = &entry.topic {
             cmd.arg("topic").arg(topic);
         }

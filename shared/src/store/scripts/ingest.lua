@@ -21,11 +21,14 @@ for i = 0, tonumber(ARGV[11]) - 1 do
   enqueue_at(13 + i * 9, closed)
 end
 
--- File the ticket under its region, latest first, keeping the newest ARGV[12].
+-- File the ticket under its region, latest first, keeping the newest ARGV[12]. The
+-- region the older version was filed under (the ticket hash keeps it even when the
+-- index evicted the ticket) gets its roll-up marked due too: the ticket left it.
 local region = ARGV[6]
 local previous = redis.call('HGET', KEYS[1], 'region')
 if previous and previous ~= region then
   redis.call('ZREM', key('region_tickets', previous), ticket)
+  redis.call('SADD', key('rollup_due'), previous)
 end
 if region ~= '' then
   local index = key('region_tickets', region)
