@@ -9,7 +9,9 @@
 //!   `remaining_tokens`, `remaining_requests`, `limit_tokens`, `limit_requests`,
 //!   `admitted_total`, `deferred_total`, `reserved_tokens_total`, `used_tokens_total`,
 //!   `refunded_tokens_total`, `throttles_total`, `cooldown_until_ms`, `down_until_ms`
-//!   (0 when not throttled);
+//!   (0 when not throttled), `external_tokens`, `external_requests` (held back because
+//!   the deployment reported less remaining than the window had free) and
+//!   `shortfalls_total` (such reports);
 //! - `event="dispatch"` (from [`crate::dispatcher`]): the tick's counters.
 
 use serde::{Deserialize, Serialize};
@@ -156,6 +158,9 @@ fn emit_deployment(d: &DeploymentGauges) {
         used_tokens_total = d.ledger.used_tokens,
         refunded_tokens_total = d.ledger.refunded_tokens,
         throttles_total = d.ledger.throttles,
+        external_tokens = d.ledger.external.tokens,
+        external_requests = d.ledger.external.requests,
+        shortfalls_total = d.ledger.shortfalls,
         cooldown_until_ms = d.ledger.cooldown_until.map_or(0, |t| t.0),
         down_until_ms = d.ledger.down_until.map_or(0, |t| t.0),
     );

@@ -4,7 +4,9 @@
 //! The checked statements are the module docs' proof obligations: in any window of the
 //! governor's short length, charged tokens ≤ `L_tok` and requests ≤ `L_req`; in any 10 s
 //! window, requests ≤ RPM/6; in any 60 s window, tokens ≤ TPM × (1 − headroom); and
-//! nothing is admitted while the deployment cools down or is down. A reservation's
+//! nothing is admitted while the deployment cools down or is down; right after the
+//! deployment reports `R` tokens remaining, no call costing more than `R` is admitted,
+//! and reports never break the window bounds. A reservation's
 //! charge is what the ledger held when it left the window: its real usage if reconciled
 //! while inside, its reservation otherwise.
 
@@ -19,7 +21,7 @@ use proptest::test_runner::{Config, TestRunner};
 use stormgate_shared::clock::EpochMillis;
 use stormgate_shared::governor::{
     Admission, BurstFactor, DeploymentBudget, DeploymentName, Governor, GovernorPolicy, Headroom,
-    Ledger, MemoryLedger, RedisLedger, Reservation, ShortWindow, Throttle,
+    Ledger, MemoryLedger, RedisLedger, ReportedRemaining, Reservation, ShortWindow, Throttle,
 };
 use stormgate_shared::job::Tier;
 use stormgate_shared::testing::redis_server::RedisServer;
@@ -48,6 +50,13 @@ enum Step {
     },
     /// A worker reports a 429 asking to wait `retry_after_ms`.
     Throttled { gap_ms: u64, retry_after_ms: u64 },
+    /// An answer says the deployment has `remaining_permille`/1000 of a window's tokens
+    /// left (and `remaining_requests` requests).
+    Reported {
+        gap_ms: u64,
+        remaining_permille: u16,
+        remaining_requests: u64,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -66,8 +75,11 @@ fn step() -> impl Strategy<Value = Step> {
         20 => (gap.clone(), 1u16..=1_050, 0u64..120_000, 0u16..=1_000).prop_map(
             |(gap_ms, cost_permille, runs_ms, used_permille)| Step::Call { gap_ms, cost_permille, runs_ms, used_permille }
         ),
-        1 => (gap, prop_oneof![1u64..30_000, 600_000u64..90_000_000]).prop_map(
+        1 => (gap.clone(), prop_oneof![1u64..30_000, 600_000u64..90_000_000]).prop_map(
             |(gap_ms, retry_after_ms)| Step::Throttled { gap_ms, retry_after_ms }
+        ),
+        4 => (gap, 0u16..=1_200, 0u64..50).prop_map(
+            |(gap_ms, remaining_permille, remaining_requests)| Step::Reported { gap_ms, remaining_permille, remaining_requests }
         ),
     ]
 }
@@ -133,7 +145,9 @@ async fn run(
     let mut blocked: Vec<(u64, u64)> = Vec::new();
     for step in &s.steps {
         let gap = match step {
-            Step::Call { gap_ms, .. } | Step::Throttled { gap_ms, .. } => *gap_ms,
+            Step::Call { gap_ms, .. }
+            | Step::Throttled { gap_ms, .. }
+            | Step::Reported { gap_ms, .. } => *gap_ms,
         };
         now += gap;
         running.sort_by_key(|r| r.0);
@@ -196,6 +210,30 @@ async fn run(
                     .unwrap();
                 let (Throttle::CoolingDown { until } | Throttle::Down { until }) = t;
                 blocked.push((now, until.0));
+            }
+            Step::Reported {
+                remaining_permille,
+                remaining_requests,
+                ..
+            } => {
+                let remaining = limits.tokens * u64::from(remaining_permille) / 1_000;
+                let reported = ReportedRemaining {
+                    tokens: Some(remaining),
+                    requests: Some(remaining_requests),
+                };
+                governor
+                    .observe_remaining(&deployment, reported, EpochMillis(now))
+                    .await
+                    .unwrap();
+                let probe = governor
+                    .admit(&deployment, Tokens(remaining + 1), EpochMillis(now))
+                    .await
+                    .unwrap();
+                prop_assert!(
+                    !matches!(probe, Admission::Admitted(_)),
+                    "{} tokens admitted right after the deployment reported {remaining} left",
+                    remaining + 1
+                );
             }
         }
     }

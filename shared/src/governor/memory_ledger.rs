@@ -9,8 +9,8 @@ use async_trait::async_trait;
 
 use super::budget::{DeploymentName, MINUTE_MS, WindowLimits};
 use super::ledger::{
-    Admission, Ledger, LedgerError, LedgerSnapshot, Reconciliation, Reservation, ReservationId,
-    ThrottleKind,
+    Admission, ExternalUsage, Ledger, LedgerError, LedgerSnapshot, Reconciliation,
+    ReportedRemaining, Reservation, ReservationId, ThrottleKind,
 };
 use crate::clock::EpochMillis;
 use crate::tokens::Tokens;
@@ -33,12 +33,17 @@ struct WindowState {
     minute_tokens: u64,
     cooldown_until: u64,
     down_until: u64,
+    /// The external reservation and when it ends (see the ledger rules).
+    ext_tokens: u64,
+    ext_requests: u64,
+    ext_until: u64,
     admitted: u64,
     deferred: u64,
     reserved_tokens: u64,
     used_tokens: u64,
     refunded_tokens: u64,
     throttles: u64,
+    shortfalls: u64,
 }
 
 impl WindowState {
@@ -79,42 +84,125 @@ impl WindowState {
             })
     }
 
-    /// When the oldest entries will have left both windows enough for `cost` to fit.
-    fn room_at(&self, limits: &WindowLimits, cost: u64, t: u64) -> u64 {
-        let minute_room = {
-            let mut excess =
-                i128::from(self.minute_tokens + cost) - i128::from(limits.minute_tokens);
-            let mut at_time = t;
-            for &(at, id) in &self.entries {
-                if excess <= 0 {
-                    break;
-                }
-                excess -= i128::from(self.charge(id));
-                at_time = at + MINUTE_MS;
-            }
-            if excess > 0 { t + MINUTE_MS } else { at_time }
-        };
-        let short_room = {
-            let (tokens, requests) = self.short_totals(t, limits.window_ms);
-            let mut excess_tokens = i128::from(tokens + cost) - i128::from(limits.tokens);
-            let mut excess_requests = i128::from(requests) + 1 - i128::from(limits.requests);
-            let mut at_time = t;
-            for &(at, id) in self.short_window(t, limits.window_ms) {
-                if excess_tokens <= 0 && excess_requests <= 0 {
-                    break;
-                }
-                excess_tokens -= i128::from(self.charge(id));
-                excess_requests -= 1;
-                at_time = at + limits.window_ms;
-            }
-            if excess_tokens > 0 || excess_requests > 0 {
-                t + limits.window_ms
-            } else {
-                at_time
-            }
-        };
-        minute_room.max(short_room)
+    /// The external reservation in force at `t`: (tokens, requests).
+    fn external(&self, t: u64) -> (u64, u64) {
+        if self.ext_until > t {
+            (self.ext_tokens, self.ext_requests)
+        } else {
+            (0, 0)
+        }
     }
+
+    /// What could be admitted at `t` without waiting: (tokens, requests).
+    fn free(&self, limits: &WindowLimits, t: u64) -> (u64, u64) {
+        let (ext_tokens, ext_requests) = self.external(t);
+        let (short_tokens, short_requests) = self.short_totals(t, limits.window_ms);
+        let tokens = limits.tokens.saturating_sub(short_tokens + ext_tokens).min(
+            limits
+                .minute_tokens
+                .saturating_sub(self.minute_tokens + ext_tokens),
+        );
+        let requests = limits
+            .requests
+            .saturating_sub(short_requests + ext_requests);
+        (tokens, requests)
+    }
+
+    /// When the oldest entries (and the external reservation, at its end) will have
+    /// left both windows enough for `cost` to fit. Both conditions only get easier as
+    /// entries leave, so it is the later of the two windows' own instants.
+    fn room_at(&self, limits: &WindowLimits, cost: u64, t: u64) -> u64 {
+        let (ext_tokens, ext_requests) = self.external(t);
+        let ext = (self.ext_until, ext_tokens, ext_requests);
+        let minute = earliest_room(
+            i128::from(self.minute_tokens + ext_tokens + cost) - i128::from(limits.minute_tokens),
+            0,
+            self.entries
+                .iter()
+                .map(|&(at, id)| (at + MINUTE_MS, self.charge(id), 0)),
+            ext,
+            t,
+        )
+        .unwrap_or(t + MINUTE_MS);
+        let (short_tokens, short_requests) = self.short_totals(t, limits.window_ms);
+        let short = earliest_room(
+            i128::from(short_tokens + ext_tokens + cost) - i128::from(limits.tokens),
+            i128::from(short_requests + ext_requests + 1) - i128::from(limits.requests),
+            self.short_window(t, limits.window_ms)
+                .map(|&(at, id)| (at + limits.window_ms, self.charge(id), 1)),
+            ext,
+            t,
+        )
+        .unwrap_or(t + limits.window_ms);
+        minute.max(short)
+    }
+
+    /// Applies a report of what the deployment has left (see the ledger rules).
+    fn observe(&mut self, limits: &WindowLimits, reported: ReportedRemaining, t: u64) {
+        let (ext_tokens, ext_requests) = self.external(t);
+        let (free_tokens, free_requests) = self.free(limits, t);
+        // The external reservation that leaves exactly `remaining` free, if larger.
+        let needed = |free: u64, held: u64, remaining: Option<u64>| {
+            remaining
+                .map(|r| (free + held).saturating_sub(r))
+                .filter(|&needed| needed > held)
+        };
+        let tokens = needed(free_tokens, ext_tokens, reported.tokens);
+        let requests = needed(free_requests, ext_requests, reported.requests);
+        if tokens.is_none() && requests.is_none() {
+            return;
+        }
+        self.ext_tokens = tokens.unwrap_or(ext_tokens);
+        self.ext_requests = requests.unwrap_or(ext_requests);
+        self.ext_until = t + limits.window_ms;
+        self.shortfalls += 1;
+    }
+
+    fn external_usage(&self, t: u64) -> ExternalUsage {
+        let (tokens, requests) = self.external(t);
+        ExternalUsage {
+            tokens,
+            requests,
+            until: (self.ext_until > t && (tokens > 0 || requests > 0))
+                .then_some(EpochMillis(self.ext_until)),
+        }
+    }
+}
+
+/// The first instant at which departures (time, tokens, requests), taken in time order
+/// together with the external reservation's `(until, tokens, requests)`, bring both
+/// excesses to zero or below; `t` if they already are, `None` if they never do.
+fn earliest_room(
+    mut excess_tokens: i128,
+    mut excess_requests: i128,
+    departures: impl Iterator<Item = (u64, u64, u64)>,
+    (ext_until, ext_tokens, ext_requests): (u64, u64, u64),
+    t: u64,
+) -> Option<u64> {
+    if excess_tokens <= 0 && excess_requests <= 0 {
+        return Some(t);
+    }
+    let mut external_held = ext_tokens > 0 || ext_requests > 0;
+    let mut leave = |at: u64, tokens: u64, requests: u64| {
+        excess_tokens -= i128::from(tokens);
+        excess_requests -= i128::from(requests);
+        (excess_tokens <= 0 && excess_requests <= 0).then_some(at)
+    };
+    for (at, tokens, requests) in departures {
+        if external_held && ext_until <= at {
+            external_held = false;
+            if let Some(room) = leave(ext_until, ext_tokens, ext_requests) {
+                return Some(room);
+            }
+        }
+        if let Some(room) = leave(at, tokens, requests) {
+            return Some(room);
+        }
+    }
+    if external_held {
+        return leave(ext_until, ext_tokens, ext_requests);
+    }
+    None
 }
 
 impl MemoryLedger {
@@ -156,10 +244,8 @@ impl Ledger for MemoryLedger {
                     until: EpochMillis(s.cooldown_until),
                 };
             }
-            let (short_tokens, short_requests) = s.short_totals(t, limits.window_ms);
-            let fits = s.minute_tokens + cost.0 <= limits.minute_tokens
-                && short_tokens + cost.0 <= limits.tokens
-                && short_requests < limits.requests;
+            let (free_tokens, free_requests) = s.free(limits, t);
+            let fits = cost.0 <= free_tokens && free_requests >= 1;
             if !fits {
                 s.deferred += 1;
                 return Admission::Deferred {
@@ -225,6 +311,20 @@ impl Ledger for MemoryLedger {
         })
     }
 
+    async fn observe_remaining(
+        &self,
+        deployment: &DeploymentName,
+        limits: &WindowLimits,
+        reported: ReportedRemaining,
+        now: EpochMillis,
+    ) -> Result<ExternalUsage, LedgerError> {
+        self.with_state(deployment, |s| {
+            let t = s.advance(now);
+            s.observe(limits, reported, t);
+            s.external_usage(t)
+        })
+    }
+
     async fn snapshot(
         &self,
         deployment: &DeploymentName,
@@ -240,12 +340,14 @@ impl Ledger for MemoryLedger {
                 minute_tokens: s.minute_tokens,
                 cooldown_until: (s.cooldown_until > t).then_some(EpochMillis(s.cooldown_until)),
                 down_until: (s.down_until > t).then_some(EpochMillis(s.down_until)),
+                external: s.external_usage(t),
                 admitted: s.admitted,
                 deferred: s.deferred,
                 reserved_tokens: s.reserved_tokens,
                 used_tokens: s.used_tokens,
                 refunded_tokens: s.refunded_tokens,
                 throttles: s.throttles,
+                shortfalls: s.shortfalls,
             }
         })
     }

@@ -9,7 +9,12 @@
 //! known ([`Governor::reconcile`]), and turns any worker's 429 into a cooldown every
 //! instance respects ([`Governor::report_throttle`]); a Retry-After at or beyond
 //! [`GovernorPolicy::down_after`] (a daily quota says 86400 s) marks the deployment down
-//! so work spills instead of waiting.
+//! so work spills instead of waiting. What the deployment says it has left
+//! (`x-ratelimit-remaining-*`, [`Governor::observe_remaining`]) is the service's own view:
+//! when it is less than the window has free (another app shares the deployment, or the
+//! service charged more than we estimated), the shortfall is held back as an external
+//! reservation until the window has moved on, so the fleet stops admitting what Azure
+//! would reject (see [`ledger`] for the rule).
 //!
 //! # The algorithm: an exact sliding-window log over the minute and a short window
 //! Each deployment keeps the log of admissions in the last 60 s with their current
@@ -63,8 +68,8 @@ pub use budget::{
     BurstFactor, DeploymentBudget, DeploymentName, Headroom, ShortWindow, WindowLimits,
 };
 pub use ledger::{
-    Admission, Ledger, LedgerError, LedgerSnapshot, Reconciliation, Reservation, ReservationId,
-    ThrottleKind,
+    Admission, ExternalUsage, Ledger, LedgerError, LedgerSnapshot, Reconciliation,
+    ReportedRemaining, Reservation, ReservationId, ThrottleKind,
 };
 pub use memory_ledger::MemoryLedger;
 pub use redis_ledger::RedisLedger;
@@ -260,6 +265,37 @@ impl Governor {
         Ok(throttle)
     }
 
+    /// Records what `deployment` reported it has left at `now` (its
+    /// `x-ratelimit-remaining-*` headers); a report of less than the window has free
+    /// holds the shortfall back from admissions until the window has moved on.
+    pub async fn observe_remaining(
+        &self,
+        deployment: &DeploymentName,
+        reported: ReportedRemaining,
+        now: EpochMillis,
+    ) -> Result<ExternalUsage, GovernorError> {
+        let limits = self.configured(deployment)?.limits;
+        if reported.is_empty() {
+            return Ok(ExternalUsage::default());
+        }
+        let external = self
+            .ledger
+            .observe_remaining(deployment, &limits, reported, now)
+            .await?;
+        if external.until.is_some() {
+            tracing::debug!(
+                event = "governor.external_usage",
+                deployment = %deployment,
+                reported_tokens = reported.tokens,
+                reported_requests = reported.requests,
+                held_tokens = external.tokens,
+                held_requests = external.requests,
+                until = external.until.map_or(0, |t| t.0),
+            );
+        }
+        Ok(external)
+    }
+
     /// Gauges of every configured deployment, tier order.
     pub async fn gauges(&self, now: EpochMillis) -> Result<Vec<DeploymentGauges>, GovernorError> {
         let mut out = Vec::with_capacity(self.deployments.len());
@@ -276,8 +312,18 @@ impl Governor {
                     .limits
                     .tokens
                     .saturating_sub(ledger.window_tokens)
-                    .min(c.limits.minute_tokens.saturating_sub(ledger.minute_tokens)),
-                remaining_requests: c.limits.requests.saturating_sub(ledger.window_requests),
+                    .saturating_sub(ledger.external.tokens)
+                    .min(
+                        c.limits
+                            .minute_tokens
+                            .saturating_sub(ledger.minute_tokens)
+                            .saturating_sub(ledger.external.tokens),
+                    ),
+                remaining_requests: c
+                    .limits
+                    .requests
+                    .saturating_sub(ledger.window_requests)
+                    .saturating_sub(ledger.external.requests),
                 ledger,
             });
         }

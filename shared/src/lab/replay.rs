@@ -831,6 +831,7 @@ async fn run_tier_worker(
         deployment,
         settings: SummarizeSettings::default(),
         rng: std::sync::Mutex::new(SmallRng::seed_from_u64(seed)),
+        related: None,
     };
     let outcome = worker.summarize_admitted(&group).await;
     let now = product.clock.now();

@@ -11,9 +11,9 @@ if down > t then return {'down', down, 0} end
 local cool = tonumber(redis.call('HGET', state, 'cooldown_until')) or 0
 if cool > t then return {'cooling_down', cool, 0} end
 
-local ids, ats, amounts, short_total = short_window(t, window_ms)
-if minute_total + cost <= limit_minute and short_total + cost <= limit_tokens
-  and #ids < limit_requests then
+local free_tokens, free_requests, ids, ats, amounts, short_total =
+  free(t, window_ms, limit_tokens, limit_requests, limit_minute, minute_total)
+if cost <= free_tokens and free_requests >= 1 then
   local id = redis.call('HINCRBY', state, 'seq', 1)
   redis.call('ZADD', window, t, id)
   redis.call('HSET', charges, id, cost)
@@ -23,35 +23,25 @@ if minute_total + cost <= limit_minute and short_total + cost <= limit_tokens
   return {'admitted', id, t}
 end
 
--- Deferred: the first instant the oldest entries' expiry makes room in both windows;
--- both only get easier as entries leave, so it is the later of the two.
+-- Deferred: the first instant the oldest entries' expiry (and the external
+-- reservation's end) makes room in both windows; both only get easier as entries
+-- leave, so it is the later of the two.
 redis.call('HINCRBY', state, 'deferred', 1)
-local minute_room = t
-local excess = minute_total + cost - limit_minute
-if excess > 0 then
-  minute_room = t + MINUTE_MS
-  local entries = redis.call('ZRANGE', window, 0, -1, 'WITHSCORES')
-  for i = 1, #entries, 2 do
-    excess = excess - (tonumber(redis.call('HGET', charges, entries[i])) or 0)
-    if excess <= 0 then
-      minute_room = tonumber(entries[i + 1]) + MINUTE_MS
-      break
-    end
-  end
+local ext_tokens, ext_requests, ext_until = external(t)
+local minute_departures = {}
+local entries = redis.call('ZRANGE', window, 0, -1, 'WITHSCORES')
+for i = 1, #entries, 2 do
+  minute_departures[#minute_departures + 1] = {
+    tonumber(entries[i + 1]) + MINUTE_MS, tonumber(redis.call('HGET', charges, entries[i])) or 0, 0 }
 end
-local short_room = t
-local excess_tokens = short_total + cost - limit_tokens
-local excess_requests = #ids + 1 - limit_requests
-if excess_tokens > 0 or excess_requests > 0 then
-  short_room = t + window_ms
-  for i = 1, #ids do
-    excess_tokens = excess_tokens - amounts[i]
-    excess_requests = excess_requests - 1
-    if excess_tokens <= 0 and excess_requests <= 0 then
-      short_room = ats[i] + window_ms
-      break
-    end
-  end
+local minute_room = earliest_room(minute_total + ext_tokens + cost - limit_minute, 0,
+  minute_departures, ext_until, ext_tokens, ext_requests, t) or (t + MINUTE_MS)
+local short_departures = {}
+for i = 1, #ids do
+  short_departures[i] = { ats[i] + window_ms, amounts[i], 1 }
 end
+local short_room = earliest_room(short_total + ext_tokens + cost - limit_tokens,
+  #ids + ext_requests + 1 - limit_requests, short_departures, ext_until, ext_tokens, ext_requests, t)
+  or (t + window_ms)
 if short_room > minute_room then minute_room = short_room end
 return {'deferred', minute_room, 0}

@@ -48,3 +48,51 @@ local function short_window(t, window_ms)
   end
   return ids, ats, amounts, total
 end
+
+-- The external reservation in force at t: tokens, requests, and its end. It is held
+-- against the minute and the short window alike (see the ledger rules).
+local function external(t)
+  local f = redis.call('HMGET', state, 'ext_tokens', 'ext_requests', 'ext_until')
+  local ext_until = tonumber(f[3]) or 0
+  if ext_until > t then return tonumber(f[1]) or 0, tonumber(f[2]) or 0, ext_until end
+  return 0, 0, ext_until
+end
+
+-- What could be admitted at t without waiting: tokens, requests; plus the short
+-- window's entries (ids, admitted at, charges) for callers that need them.
+local function free(t, window_ms, limit_tokens, limit_requests, limit_minute, minute_total)
+  local ext_tokens, ext_requests = external(t)
+  local ids, ats, amounts, short_total = short_window(t, window_ms)
+  local tokens = math.min(limit_tokens - short_total - ext_tokens,
+    limit_minute - minute_total - ext_tokens)
+  local requests = limit_requests - #ids - ext_requests
+  if tokens < 0 then tokens = 0 end
+  if requests < 0 then requests = 0 end
+  return tokens, requests, ids, ats, amounts, short_total
+end
+
+-- The first instant at which departures ({at, tokens, requests}, in time order), taken
+-- together with the external reservation leaving at ext_until, bring both excesses to
+-- zero or below; t if they already are, nil if they never do.
+local function earliest_room(excess_tokens, excess_requests, departures, ext_until, ext_tokens, ext_requests, t)
+  if excess_tokens <= 0 and excess_requests <= 0 then return t end
+  local held = ext_tokens > 0 or ext_requests > 0
+  for i = 1, #departures do
+    local d = departures[i]
+    if held and ext_until <= d[1] then
+      held = false
+      excess_tokens = excess_tokens - ext_tokens
+      excess_requests = excess_requests - ext_requests
+      if excess_tokens <= 0 and excess_requests <= 0 then return ext_until end
+    end
+    excess_tokens = excess_tokens - d[2]
+    excess_requests = excess_requests - d[3]
+    if excess_tokens <= 0 and excess_requests <= 0 then return d[1] end
+  end
+  if held then
+    excess_tokens = excess_tokens - ext_tokens
+    excess_requests = excess_requests - ext_requests
+    if excess_tokens <= 0 and excess_requests <= 0 then return ext_until end
+  end
+  return nil
+end
