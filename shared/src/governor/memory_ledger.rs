@@ -31,6 +31,10 @@ struct WindowState {
     reconciled: HashSet<u64>,
     /// Charged tokens of every entry (the last minute's).
     minute_tokens: u64,
+    /// The entries of the short window (the newest of `entries`), and their charges:
+    /// kept as they come and go so that no admission walks the window.
+    short: VecDeque<(u64, u64)>,
+    short_tokens: u64,
     cooldown_until: u64,
     down_until: u64,
     /// The external reservation and when it ends (see the ledger rules).
@@ -48,10 +52,17 @@ struct WindowState {
 
 impl WindowState {
     /// Moves the ledger's timeline to `now` (never backwards) and drops the entries
-    /// older than a minute.
-    fn advance(&mut self, now: EpochMillis) -> u64 {
+    /// older than the short window from it, and those older than a minute altogether.
+    fn advance(&mut self, now: EpochMillis, window_ms: u64) -> u64 {
         let t = self.latest_now.max(now.0);
         self.latest_now = t;
+        while let Some(&(at, id)) = self.short.front() {
+            if at.saturating_add(window_ms) > t {
+                break;
+            }
+            self.short.pop_front();
+            self.short_tokens = self.short_tokens.saturating_sub(self.charge(id));
+        }
         while let Some(&(at, id)) = self.entries.front() {
             if at.saturating_add(MINUTE_MS) > t {
                 break;
@@ -68,20 +79,14 @@ impl WindowState {
         self.charges.get(&id).copied().unwrap_or(0)
     }
 
-    /// The entries admitted in `(t − window, t]`, oldest first.
-    fn short_window(&self, t: u64, window_ms: u64) -> impl Iterator<Item = &(u64, u64)> {
-        let start = self
-            .entries
-            .partition_point(|&(at, _)| at.saturating_add(window_ms) <= t);
-        self.entries.range(start..)
+    /// Tokens and requests of the short window (as of the last `advance`).
+    fn short_totals(&self) -> (u64, u64) {
+        (self.short_tokens, self.short.len() as u64)
     }
 
-    /// Tokens and requests of the short window ending at `t`.
-    fn short_totals(&self, t: u64, window_ms: u64) -> (u64, u64) {
-        self.short_window(t, window_ms)
-            .fold((0, 0), |(tokens, n), &(_, id)| {
-                (tokens + self.charge(id), n + 1)
-            })
+    /// Whether reservation `id` is still in the short window: ids grow with time.
+    fn in_short_window(&self, id: u64) -> bool {
+        self.short.front().is_some_and(|&(_, first)| id >= first)
     }
 
     /// The external reservation in force at `t`: (tokens, requests).
@@ -96,7 +101,7 @@ impl WindowState {
     /// What could be admitted at `t` without waiting: (tokens, requests).
     fn free(&self, limits: &WindowLimits, t: u64) -> (u64, u64) {
         let (ext_tokens, ext_requests) = self.external(t);
-        let (short_tokens, short_requests) = self.short_totals(t, limits.window_ms);
+        let (short_tokens, short_requests) = self.short_totals();
         let tokens = limits.tokens.saturating_sub(short_tokens + ext_tokens).min(
             limits
                 .minute_tokens
@@ -124,11 +129,12 @@ impl WindowState {
             t,
         )
         .unwrap_or(t + MINUTE_MS);
-        let (short_tokens, short_requests) = self.short_totals(t, limits.window_ms);
+        let (short_tokens, short_requests) = self.short_totals();
         let short = earliest_room(
             i128::from(short_tokens + ext_tokens + cost) - i128::from(limits.tokens),
             i128::from(short_requests + ext_requests + 1) - i128::from(limits.requests),
-            self.short_window(t, limits.window_ms)
+            self.short
+                .iter()
                 .map(|&(at, id)| (at + limits.window_ms, self.charge(id), 1)),
             ext,
             t,
@@ -233,7 +239,7 @@ impl Ledger for MemoryLedger {
         now: EpochMillis,
     ) -> Result<Admission, LedgerError> {
         self.with_state(deployment, |s| {
-            let t = s.advance(now);
+            let t = s.advance(now, limits.window_ms);
             if s.down_until > t {
                 return Admission::Down {
                     until: EpochMillis(s.down_until),
@@ -254,8 +260,10 @@ impl Ledger for MemoryLedger {
             }
             s.seq += 1;
             s.entries.push_back((t, s.seq));
+            s.short.push_back((t, s.seq));
             s.charges.insert(s.seq, cost.0);
             s.minute_tokens += cost.0;
+            s.short_tokens += cost.0;
             s.admitted += 1;
             s.reserved_tokens += cost.0;
             Admission::Admitted(Reservation {
@@ -285,6 +293,9 @@ impl Ledger for MemoryLedger {
             *charge = used.0;
             s.reconciled.insert(id);
             s.minute_tokens = s.minute_tokens - before + used.0;
+            if s.in_short_window(id) {
+                s.short_tokens = s.short_tokens - before + used.0;
+            }
             if used.0 <= before {
                 s.refunded_tokens += before - used.0;
                 Reconciliation::Refunded(Tokens(before - used.0))
@@ -319,7 +330,7 @@ impl Ledger for MemoryLedger {
         now: EpochMillis,
     ) -> Result<ExternalUsage, LedgerError> {
         self.with_state(deployment, |s| {
-            let t = s.advance(now);
+            let t = s.advance(now, limits.window_ms);
             s.observe(limits, reported, t);
             s.external_usage(t)
         })
@@ -332,8 +343,8 @@ impl Ledger for MemoryLedger {
         now: EpochMillis,
     ) -> Result<LedgerSnapshot, LedgerError> {
         self.with_state(deployment, |s| {
-            let t = s.advance(now);
-            let (window_tokens, window_requests) = s.short_totals(t, limits.window_ms);
+            let t = s.advance(now, limits.window_ms);
+            let (window_tokens, window_requests) = s.short_totals();
             LedgerSnapshot {
                 window_tokens,
                 window_requests,

@@ -65,13 +65,14 @@ impl RedisLedger {
         }
     }
 
-    fn keys(&self, deployment: &DeploymentName) -> [String; 4] {
+    fn keys(&self, deployment: &DeploymentName) -> [String; 5] {
         let base = format!("{}:{{{}}}", self.prefix, deployment.as_str());
         [
             format!("{base}:state"),
             format!("{base}:window"),
             format!("{base}:charges"),
             format!("{base}:reconciled"),
+            format!("{base}:short"),
         ]
     }
 

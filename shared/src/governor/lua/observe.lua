@@ -4,12 +4,12 @@
 -- reservation grows so that exactly the reported amount is free, until t + window_ms.
 -- Answers the external reservation in force: {tokens, requests, ext_until}.
 local window_ms = tonumber(ARGV[2])
-local t, minute_total = advance(tonumber(ARGV[1]))
+local t, minute_total, short_total = advance(tonumber(ARGV[1]), window_ms)
 local limit_tokens, limit_requests, limit_minute = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local reported_tokens, reported_requests = tonumber(ARGV[6]), tonumber(ARGV[7])
 local ext_tokens, ext_requests = external(t)
 local free_tokens, free_requests =
-  free(t, window_ms, limit_tokens, limit_requests, limit_minute, minute_total)
+  free(t, limit_tokens, limit_requests, limit_minute, minute_total, short_total)
 
 -- The external reservation that leaves exactly `remaining` free, if larger than held.
 local function needed(free_now, held, remaining)
