@@ -145,7 +145,7 @@ pub const SETTINGS: &[SettingSpec] = &[
         Required,
         Handler,
         None,
-        "Azure OpenAI account endpoint, an `https://` URL.",
+        "Azure OpenAI account endpoint, an `https://` URL (`http://` only to a loopback host, e.g. `stormgate simulate`).",
     ),
     setting(
         OPENAI_API_VERSION,
@@ -270,7 +270,7 @@ pub const SETTINGS: &[SettingSpec] = &[
         Optional,
         Handler,
         None,
-        "ServiceNow instance `https://` URL; enables work-note write-back.",
+        "ServiceNow instance `https://` URL (`http://` only to a loopback host); enables work-note write-back.",
     ),
     setting(
         SERVICENOW_USERNAME,
@@ -290,7 +290,7 @@ pub const SETTINGS: &[SettingSpec] = &[
         Optional,
         Handler,
         None,
-        "Azure AI Search endpoint (the three search settings: all or none).",
+        "Azure AI Search endpoint, `https://` (`http://` only to a loopback host); the three search settings: all or none.",
     ),
     setting(
         SEARCH_INDEX,
@@ -473,6 +473,12 @@ pub enum ConfigError {
          (check that the app's identity may read the secret and the reference is right)"
     )]
     UnresolvedKeyVaultReference { name: &'static str },
+    /// A service endpoint that would send credentials in clear text over the network.
+    #[error(
+        "setting {name} must be an https:// URL ({url:?} is not; plain http is accepted only for a \
+         loopback host: 127.0.0.0/8, ::1 or localhost)"
+    )]
+    NotHttps { name: &'static str, url: String },
     #[error("setting {name}: Key Vault secret {secret_name:?} could not be read: {reason}")]
     KeyVault {
         name: &'static str,
@@ -713,6 +719,37 @@ fn reject_unresolved_references(settings: &AppSettings) -> Result<(), ConfigErro
     Ok(())
 }
 
+/// A service endpoint: `https://` with a host, or plain `http://` to a loopback host (a
+/// local simulator or test server on this machine; nothing leaves it in clear text).
+fn service_endpoint(name: &'static str, raw: &str) -> Result<String, ConfigError> {
+    let url = Url::parse(raw).map_err(|e| ConfigError::Malformed {
+        name,
+        reason: format!("{:?} is not a URL: {e}", without_credentials(raw)),
+    })?;
+    let accepted = match (url.scheme(), url.host_str()) {
+        ("https", Some(_)) => true,
+        ("http", Some(host)) => is_loopback(host),
+        _ => false,
+    };
+    if accepted {
+        Ok(raw.to_owned())
+    } else {
+        Err(ConfigError::NotHttps {
+            name,
+            url: without_credentials(raw),
+        })
+    }
+}
+
+/// 127.0.0.0/8, ::1 and `localhost`: hosts whose traffic never leaves the machine.
+fn is_loopback(host: &str) -> bool {
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    match bare.parse::<std::net::IpAddr>() {
+        Ok(ip) => ip.is_loopback(),
+        Err(_) => bare.eq_ignore_ascii_case("localhost"),
+    }
+}
+
 fn https_url(raw: &str) -> Result<String, String> {
     let shown = without_credentials(raw);
     let url = Url::parse(raw).map_err(|e| format!("{shown:?} is not a URL: {e}"))?;
@@ -810,12 +847,7 @@ fn redis_settings(settings: &AppSettings) -> Result<RedisSettings, ConfigError> 
 }
 
 fn openai_settings(settings: &AppSettings) -> Result<OpenAiSettings, ConfigError> {
-    let endpoint = https_url(settings.required(OPENAI_ENDPOINT)?).map_err(|reason| {
-        ConfigError::Malformed {
-            name: OPENAI_ENDPOINT,
-            reason,
-        }
-    })?;
+    let endpoint = service_endpoint(OPENAI_ENDPOINT, settings.required(OPENAI_ENDPOINT)?)?;
     let api_version = settings.parsed_or_default(OPENAI_API_VERSION, |raw| Ok(raw.to_owned()))?;
     let use_api_key = settings.parsed_or_default(OPENAI_AUTH, |raw| match raw {
         "managed_identity" => Ok(false),
@@ -877,7 +909,11 @@ fn tier_settings(settings: &AppSettings, names: &TierNames) -> Result<TierSettin
 }
 
 fn servicenow_settings(settings: &AppSettings) -> Result<Option<ServiceNowSettings>, ConfigError> {
-    let Some(instance_url) = settings.parsed_optional(SERVICENOW_INSTANCE_URL, https_url)? else {
+    let instance_url = settings
+        .get(SERVICENOW_INSTANCE_URL)
+        .map(|raw| service_endpoint(SERVICENOW_INSTANCE_URL, raw))
+        .transpose()?;
+    let Some(instance_url) = instance_url else {
         if settings.get(SERVICENOW_USERNAME).is_some()
             || settings.get(SERVICENOW_PASSWORD).is_some()
         {
@@ -904,13 +940,10 @@ fn search_settings(settings: &AppSettings) -> Result<Option<SearchSettings>, Con
         return Ok(None);
     }
     let why = "the three STORMGATE_SEARCH_* settings are all set or none";
-    let endpoint =
-        https_url(settings.required_because(SEARCH_ENDPOINT, why)?).map_err(|reason| {
-            ConfigError::Malformed {
-                name: SEARCH_ENDPOINT,
-                reason,
-            }
-        })?;
+    let endpoint = service_endpoint(
+        SEARCH_ENDPOINT,
+        settings.required_because(SEARCH_ENDPOINT, why)?,
+    )?;
     Ok(Some(SearchSettings {
         endpoint,
         index: settings.required_because(SEARCH_INDEX, why)?.to_owned(),
@@ -1094,11 +1127,6 @@ mod tests {
         for (name, value, reason) in [
             ("STORMGATE_PREMIUM_TPM", "ten thousand", "whole number"),
             ("STORMGATE_STANDARD_TPM", "0", "greater than zero"),
-            (
-                OPENAI_ENDPOINT,
-                "http://example.openai.azure.com/",
-                "https://",
-            ),
             (GOVERNOR_HEADROOM, "1.5", "fraction"),
             (GOVERNOR_HEADROOM, "0.95", "0.9"),
             (
@@ -1123,6 +1151,89 @@ mod tests {
             );
             assert!(err.to_string().contains(reason), "{name}: {err}");
         }
+    }
+
+    #[test]
+    fn plain_http_endpoints_are_refused_unless_loopback_naming_the_setting() {
+        for (name, url) in [
+            (OPENAI_ENDPOINT, "http://example.openai.azure.com/"),
+            (OPENAI_ENDPOINT, "http://10.0.0.5:8089"),
+            (OPENAI_ENDPOINT, "http://127.0.0.1.example.com/"),
+            (OPENAI_ENDPOINT, "ftp://127.0.0.1/"),
+            (SERVICENOW_INSTANCE_URL, "http://x.service-now.com"),
+            (SEARCH_ENDPOINT, "http://s.search.windows.net"),
+        ] {
+            let vars = vars_with(&[
+                (name, url),
+                (SERVICENOW_USERNAME, "u"),
+                (SERVICENOW_PASSWORD, "p"),
+                (SEARCH_INDEX, "kb"),
+                (SEARCH_API_KEY, "k"),
+                (SERVICENOW_INSTANCE_URL, "https://x.service-now.com"),
+                (SEARCH_ENDPOINT, "https://s.search.windows.net"),
+            ]);
+            let mut vars = vars;
+            vars.insert(name.to_owned(), url.to_owned());
+            let err = Settings::from_vars(vars).unwrap_err();
+            assert!(
+                matches!(&err, ConfigError::NotHttps { name: n, .. } if *n == name),
+                "{name}={url}: {err}"
+            );
+            let text = err.to_string();
+            assert!(text.contains(name) && text.contains("https://"), "{text}");
+        }
+        let err = Settings::from_vars(vars_with(&[(
+            OPENAI_ENDPOINT,
+            "http://user:planted-secret-4f1c@openai.example/",
+        )]))
+        .unwrap_err();
+        assert!(!err.to_string().contains("planted-secret-4f1c"), "{err}");
+    }
+
+    #[test]
+    fn plain_http_is_accepted_for_loopback_hosts_only() {
+        for url in [
+            "http://127.0.0.1:8089",
+            "http://127.3.2.1:8089/",
+            "http://[::1]:8089",
+            "http://localhost:8089",
+            "http://LOCALHOST/",
+            "https://example.openai.azure.com/",
+        ] {
+            let settings = Settings::from_vars(vars_with(&[(OPENAI_ENDPOINT, url)]))
+                .unwrap_or_else(|e| panic!("{url}: {e}"));
+            assert_eq!(settings.openai.endpoint, url);
+        }
+        let settings = Settings::from_vars(vars_with(&[
+            (SERVICENOW_INSTANCE_URL, "http://127.0.0.1:9000"),
+            (SERVICENOW_USERNAME, "u"),
+            (SERVICENOW_PASSWORD, "p"),
+            (SEARCH_ENDPOINT, "http://localhost:9001"),
+            (SEARCH_INDEX, "kb"),
+            (SEARCH_API_KEY, "k"),
+        ]))
+        .unwrap();
+        assert_eq!(
+            settings.servicenow.map(|s| s.instance_url),
+            Some("http://127.0.0.1:9000".to_owned())
+        );
+        assert_eq!(
+            settings.search.map(|s| s.endpoint),
+            Some("http://localhost:9001".to_owned())
+        );
+        // Key Vault is only ever https: its SDK refuses anything else.
+        let err =
+            Settings::from_vars(vars_with(&[(KEY_VAULT_URL, "http://127.0.0.1:1/")])).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ConfigError::Malformed {
+                    name: KEY_VAULT_URL,
+                    ..
+                }
+            ),
+            "{err}"
+        );
     }
 
     #[test]
@@ -1235,6 +1346,47 @@ mod tests {
         ]))
         .unwrap();
         assert_eq!(search.search.map(|s| s.index), Some("kb".into()));
+    }
+
+    /// Secrets by name, as a vault would answer them.
+    struct NamedSecrets(HashMap<&'static str, &'static str>);
+
+    #[async_trait::async_trait]
+    impl SecretSource for NamedSecrets {
+        async fn fetch(&self, name: &str) -> Result<Secret, String> {
+            self.0
+                .get(name)
+                .map(|v| Secret::new(*v))
+                .ok_or_else(|| format!("no secret {name}"))
+        }
+    }
+
+    #[tokio::test]
+    async fn the_servicenow_password_and_search_key_may_come_from_key_vault() {
+        let vars = vars_with(&[
+            (KEY_VAULT_URL, "https://v.vault.azure.net/"),
+            (SERVICENOW_INSTANCE_URL, "https://x.service-now.com"),
+            (SERVICENOW_USERNAME, "stormgate.integration"),
+            (SERVICENOW_PASSWORD, "keyvault:servicenow-password"),
+            (SEARCH_ENDPOINT, "https://s.search.windows.net"),
+            (SEARCH_INDEX, "past-incidents"),
+            (SEARCH_API_KEY, "keyvault:search-key"),
+        ]);
+        let settings = Settings::load(vars, |_, _| {
+            Ok(Arc::new(NamedSecrets(HashMap::from([
+                ("servicenow-password", "sn-from-vault"),
+                ("search-key", "search-from-vault"),
+            ]))) as Arc<dyn SecretSource>)
+        })
+        .await
+        .unwrap();
+        let servicenow = settings.servicenow.unwrap();
+        assert_eq!(servicenow.password, Secret::new("sn-from-vault"));
+        assert_eq!(servicenow.username, "stormgate.integration");
+        assert_eq!(
+            settings.search.unwrap().api_key,
+            Secret::new("search-from-vault")
+        );
     }
 
     #[test]

@@ -21,8 +21,8 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::auth::{BasicAuth, StreamingCredentialsProvider};
 use stormgate_shared::clock::EpochMillis;
 use stormgate_shared::governor::{
-    Admission, DeploymentName, Ledger, LedgerError, LedgerSnapshot, Reconciliation, RedisLedger,
-    Reservation, ThrottleKind, WindowLimits,
+    Admission, DeploymentName, ExternalUsage, Ledger, LedgerError, LedgerSnapshot, Reconciliation,
+    RedisLedger, ReportedRemaining, Reservation, ThrottleKind, WindowLimits,
 };
 use stormgate_shared::store::redis::{Namespace, RedisStore};
 use stormgate_shared::store::{Store, StoreError};
@@ -107,6 +107,72 @@ impl RedisConnector {
     fn ledger_prefix(&self) -> String {
         format!("{}:gov", self.namespace)
     }
+
+    /// A key of this connector's namespace (`<namespace>:<suffix>`).
+    pub fn key(&self, suffix: &str) -> String {
+        format!("{}:{suffix}", self.namespace)
+    }
+
+    /// A new connection to the configured Redis, with its credentials.
+    async fn connection_manager(&self) -> Result<ConnectionManager, StoreError> {
+        let client = self.client()?;
+        let config = self.connection_config()?;
+        ConnectionManager::new_with_config(client, config)
+            .await
+            .map_err(|e| StoreError::Unavailable(e.to_string()))
+    }
+
+    /// A connection of its own, made on first use (for side stores such as the
+    /// ServiceNow work-note outbox); building it touches nothing.
+    pub fn lazy_connection(&self) -> LazyConnection {
+        LazyConnection {
+            connector: Some(self.clone()),
+            connection: OnceCell::new(),
+        }
+    }
+}
+
+/// A Redis connection made by the first call that needs it; a failed attempt is
+/// retried by the next call rather than remembered.
+pub struct LazyConnection {
+    /// `None` for a connection that was handed over ready.
+    connector: Option<RedisConnector>,
+    connection: OnceCell<ConnectionManager>,
+}
+
+impl LazyConnection {
+    /// Around a connection that is already made (tests).
+    pub fn ready(connection: ConnectionManager) -> Self {
+        LazyConnection {
+            connector: None,
+            connection: OnceCell::new_with(Some(connection)),
+        }
+    }
+
+    /// The connection, connecting now if this is the first use.
+    pub async fn get(&self) -> Result<ConnectionManager, StoreError> {
+        self.connection
+            .get_or_try_init(|| async {
+                match &self.connector {
+                    Some(connector) => connector.connection_manager().await,
+                    None => Err(StoreError::Unavailable("no Redis connector".into())),
+                }
+            })
+            .await
+            .cloned()
+    }
+
+    pub fn is_connected(&self) -> bool {
+        self.connection.initialized()
+    }
+}
+
+impl std::fmt::Debug for LazyConnection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LazyConnection")
+            .field("connected", &self.is_connected())
+            .finish()
+    }
 }
 
 #[async_trait]
@@ -144,10 +210,11 @@ impl LazyRedisLedger {
     async fn get(&self) -> Result<&RedisLedger, LedgerError> {
         self.ledger
             .get_or_try_init(|| async {
-                let unavailable = |e: StoreError| LedgerError::Unavailable(e.to_string());
-                let client = self.connector.client().map_err(unavailable)?;
-                let config = self.connector.connection_config().map_err(unavailable)?;
-                let connection = ConnectionManager::new_with_config(client, config).await?;
+                let connection = self
+                    .connector
+                    .connection_manager()
+                    .await
+                    .map_err(|e| LedgerError::Unavailable(e.to_string()))?;
                 let ledger = RedisLedger::new(connection, self.connector.ledger_prefix());
                 ledger.preload().await?;
                 Ok(ledger)
@@ -183,6 +250,19 @@ impl Ledger for LazyRedisLedger {
         until: EpochMillis,
     ) -> Result<EpochMillis, LedgerError> {
         self.get().await?.throttle(deployment, kind, until).await
+    }
+
+    async fn observe_remaining(
+        &self,
+        deployment: &DeploymentName,
+        limits: &WindowLimits,
+        reported: ReportedRemaining,
+        now: EpochMillis,
+    ) -> Result<ExternalUsage, LedgerError> {
+        self.get()
+            .await?
+            .observe_remaining(deployment, limits, reported, now)
+            .await
     }
 
     async fn snapshot(
@@ -279,6 +359,18 @@ mod tests {
         };
         let store = RedisConnector::new(settings, None).connect().await;
         assert!(store.is_ok(), "building the store must not connect");
+    }
+
+    #[tokio::test]
+    async fn a_lazy_connection_is_made_on_first_use_and_a_failure_is_not_remembered() {
+        let settings = RedisSettings {
+            url: crate::secrets::Secret::new("redis://127.0.0.1:1/"),
+            auth: RedisAuth::Url,
+        };
+        let lazy = RedisConnector::new(settings, None).lazy_connection();
+        assert!(!lazy.is_connected());
+        assert!(lazy.get().await.is_err(), "nothing listens on port 1");
+        assert!(!lazy.is_connected());
     }
 
     #[tokio::test]

@@ -2,12 +2,18 @@
 //!
 //! `PATCH /api/now/table/incident/{sys_id}` with `{"work_notes": "..."}` appends a
 //! journal entry. The write-back must never hold up summaries: each note gets one
-//! short attempt, and whatever fails goes to a Redis-backed outbox that later ticks
-//! drain. ServiceNow limits REST calls per user per hour and answers 429 with
-//! `Retry-After`; that wait is honoured for the whole instance (no call before it
-//! ends), and it is the only retrying this sink does.
+//! short attempt after its summary is stored, and whatever fails goes to a Redis-backed
+//! outbox that the `dispatch` timer drains within a bounded time. ServiceNow limits
+//! REST calls per user per hour and answers 429 with `Retry-After`; that wait is
+//! honoured by the whole fleet (it is kept next to the outbox, and no instance calls
+//! before it ends), and the outbox is the only retrying this sink does.
+//!
+//! Delivery is at least once: a drain claims a note (moving its due time past a hold)
+//! before sending it and removes it only after ServiceNow answered, so a drain that is
+//! cut short or an instance that dies mid-call leaves the note to be sent again after
+//! the hold, never lost.
 
-use std::sync::Mutex;
+use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -17,6 +23,9 @@ use stormgate_shared::fault_switches::{self, Mechanism};
 use stormgate_shared::llm::parse_retry_after;
 use stormgate_shared::summarize::WorkNote;
 use stormgate_shared::ticket_id::TicketId;
+
+use crate::redis_connector::LazyConnection;
+use crate::secrets::Secret;
 
 /// How long to stay away after a 429 that names no wait.
 const DEFAULT_RATE_LIMIT_WAIT: Duration = Duration::from_secs(60);
@@ -28,7 +37,8 @@ pub struct ServiceNowConfig {
     /// `https://<instance>.service-now.com`.
     pub instance_url: String,
     pub username: String,
-    pub password: String,
+    /// Leaves the process only as the basic-auth header.
+    pub password: Secret,
     pub timeout: Duration,
 }
 
@@ -85,6 +95,13 @@ impl ServiceNowClient {
             .unwrap_or(EpochMillis::ZERO)
     }
 
+    /// Stays away until `until` (a 429 another instance saw); never shortens.
+    pub fn extend_cooldown(&self, until: EpochMillis) {
+        if let Ok(mut current) = self.cooldown_until.lock() {
+            *current = (*current).max(until);
+        }
+    }
+
     /// One attempt to append `text` as a work note of incident `sys_id`.
     pub async fn add_work_note(
         &self,
@@ -104,7 +121,7 @@ impl ServiceNowClient {
         let response = self
             .http
             .patch(url)
-            .basic_auth(&self.config.username, Some(&self.config.password))
+            .basic_auth(&self.config.username, Some(self.config.password.expose()))
             .header("accept", "application/json")
             .json(&json!({ "work_notes": text }))
             .send()
@@ -121,9 +138,7 @@ impl ServiceNowClient {
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| parse_retry_after(v, now))
                 .unwrap_or(DEFAULT_RATE_LIMIT_WAIT);
-            if let Ok(mut until) = self.cooldown_until.lock() {
-                *until = (*until).max(now.plus(wait));
-            }
+            self.extend_cooldown(now.plus(wait));
             return Err(WriteBackError::RateLimited { wait });
         }
         let message: String = response
@@ -159,42 +174,87 @@ impl From<redis::RedisError> for OutboxError {
     }
 }
 
-/// Pending work notes in Redis: a sorted set scored by the earliest next attempt.
-/// Taking a note removes it (ZREM decides which instance got it), so two instances
-/// draining at once never send the same note twice.
+impl From<stormgate_shared::store::StoreError> for OutboxError {
+    fn from(e: stormgate_shared::store::StoreError) -> Self {
+        OutboxError(e.to_string())
+    }
+}
+
+/// Takes the earliest due note and moves its due time to the hold's end, atomically:
+/// of two instances draining at once, only one gets a given note.
+static CLAIM: LazyLock<redis::Script> = LazyLock::new(|| {
+    redis::Script::new(
+        r"
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, 1)
+if #due == 0 then return false end
+redis.call('ZADD', KEYS[1], 'XX', ARGV[2], due[1])
+return due[1]",
+    )
+});
+
+/// Extends the fleet-wide cooldown, never shortening it; the key expires with it.
+static EXTEND_COOLDOWN: LazyLock<redis::Script> = LazyLock::new(|| {
+    redis::Script::new(
+        r"
+local current = tonumber(redis.call('GET', KEYS[1]) or '0')
+if tonumber(ARGV[1]) > current then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+end",
+    )
+});
+
+/// A note taken out of the outbox for one attempt: `member` is how it is stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimedNote {
+    pub pending: PendingNote,
+    member: String,
+}
+
+/// Pending work notes in Redis: a sorted set scored by the earliest next attempt, and
+/// the fleet-wide ServiceNow cooldown next to it. The connection is made on first use,
+/// so building the outbox at start-up touches nothing.
 #[derive(Clone)]
 pub struct WorkNoteOutbox {
-    redis: redis::aio::ConnectionManager,
-    key: String,
+    redis: std::sync::Arc<LazyConnection>,
+    pending_key: String,
+    cooldown_key: String,
 }
 
 impl std::fmt::Debug for WorkNoteOutbox {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WorkNoteOutbox")
-            .field("key", &self.key)
+            .field("key", &self.pending_key)
             .finish()
     }
 }
 
 impl WorkNoteOutbox {
-    pub const DEFAULT_KEY: &'static str = "stormgate:servicenow:pending";
+    /// The keys' prefix under the handler's namespace.
+    pub const DEFAULT_PREFIX: &'static str = "stormgate:servicenow";
 
-    pub fn new(redis: redis::aio::ConnectionManager, key: impl Into<String>) -> Self {
+    /// Keys `<prefix>:pending` and `<prefix>:cooldown_until`.
+    pub fn new(redis: LazyConnection, prefix: &str) -> Self {
         WorkNoteOutbox {
-            redis,
-            key: key.into(),
+            redis: std::sync::Arc::new(redis),
+            pending_key: format!("{prefix}:pending"),
+            cooldown_key: format!("{prefix}:cooldown_until"),
         }
     }
 
+    async fn connection(&self) -> Result<redis::aio::ConnectionManager, OutboxError> {
+        Ok(self.redis.get().await?)
+    }
+
+    /// Queues `note` for an attempt at or after `not_before`.
     pub async fn push(
         &self,
         note: &PendingNote,
         not_before: EpochMillis,
     ) -> Result<(), OutboxError> {
-        let member = serde_json::to_string(note).map_err(|e| OutboxError(e.to_string()))?;
-        let mut conn = self.redis.clone();
+        let member = encode(note)?;
+        let mut conn = self.connection().await?;
         redis::cmd("ZADD")
-            .arg(&self.key)
+            .arg(&self.pending_key)
             .arg(not_before.as_millis())
             .arg(member)
             .query_async::<()>(&mut conn)
@@ -202,56 +262,136 @@ impl WorkNoteOutbox {
         Ok(())
     }
 
-    /// Removes and returns up to `limit` notes due at `now`.
-    pub async fn take_due(
+    /// Takes the earliest note due at `now`, holding it until `hold_until`: if it is
+    /// neither completed nor rescheduled by then, it is due again.
+    pub async fn claim_due(
         &self,
         now: EpochMillis,
-        limit: usize,
-    ) -> Result<Vec<PendingNote>, OutboxError> {
-        let mut conn = self.redis.clone();
-        let members: Vec<String> = redis::cmd("ZRANGEBYSCORE")
-            .arg(&self.key)
-            .arg("-inf")
-            .arg(now.as_millis())
-            .arg("LIMIT")
-            .arg(0)
-            .arg(limit)
-            .query_async(&mut conn)
-            .await?;
-        let mut taken = Vec::with_capacity(members.len());
-        for member in members {
-            let removed: u64 = redis::cmd("ZREM")
-                .arg(&self.key)
-                .arg(&member)
-                .query_async(&mut conn)
+        hold_until: EpochMillis,
+    ) -> Result<Option<ClaimedNote>, OutboxError> {
+        let mut conn = self.connection().await?;
+        loop {
+            let member: Option<String> = CLAIM
+                .key(&self.pending_key)
+                .arg(now.as_millis())
+                .arg(hold_until.as_millis())
+                .invoke_async(&mut conn)
                 .await?;
-            if removed == 0 {
-                continue; // another instance took it
-            }
+            let Some(member) = member else {
+                return Ok(None);
+            };
             match serde_json::from_str(&member) {
-                Ok(note) => taken.push(note),
-                Err(e) => tracing::error!(error = %e, "dropping an undecodable pending work note"),
+                Ok(pending) => return Ok(Some(ClaimedNote { pending, member })),
+                Err(error) => {
+                    tracing::error!(%error, "dropping an undecodable pending work note");
+                    self.remove(&member).await?;
+                }
             }
         }
-        Ok(taken)
     }
 
+    /// Removes a claimed note for good (delivered, or dropped).
+    pub async fn complete(&self, claimed: &ClaimedNote) -> Result<(), OutboxError> {
+        self.remove(&claimed.member).await
+    }
+
+    /// Replaces a claimed note by `next`, due at `not_before`, in one step.
+    pub async fn reschedule(
+        &self,
+        claimed: &ClaimedNote,
+        next: &PendingNote,
+        not_before: EpochMillis,
+    ) -> Result<(), OutboxError> {
+        let member = encode(next)?;
+        let mut conn = self.connection().await?;
+        redis::pipe()
+            .atomic()
+            .zrem(&self.pending_key, &claimed.member)
+            .ignore()
+            .zadd(&self.pending_key, member, not_before.as_millis())
+            .ignore()
+            .query_async::<()>(&mut conn)
+            .await?;
+        Ok(())
+    }
+
+    async fn remove(&self, member: &str) -> Result<(), OutboxError> {
+        let mut conn = self.connection().await?;
+        redis::cmd("ZREM")
+            .arg(&self.pending_key)
+            .arg(member)
+            .query_async::<()>(&mut conn)
+            .await?;
+        Ok(())
+    }
+
+    /// Notes waiting, due or not.
     pub async fn pending(&self) -> Result<u64, OutboxError> {
-        let mut conn = self.redis.clone();
+        let mut conn = self.connection().await?;
         Ok(redis::cmd("ZCARD")
-            .arg(&self.key)
+            .arg(&self.pending_key)
             .query_async(&mut conn)
             .await?)
     }
+
+    /// Until when every instance stays away from ServiceNow (zero when it need not).
+    pub async fn cooldown_until(&self) -> Result<EpochMillis, OutboxError> {
+        let mut conn = self.connection().await?;
+        let until: Option<u64> = redis::cmd("GET")
+            .arg(&self.cooldown_key)
+            .query_async(&mut conn)
+            .await?;
+        Ok(EpochMillis(until.unwrap_or(0)))
+    }
+
+    /// Tells every instance to stay away until `until` (`wait` from now).
+    pub async fn extend_cooldown(
+        &self,
+        until: EpochMillis,
+        wait: Duration,
+    ) -> Result<(), OutboxError> {
+        let mut conn = self.connection().await?;
+        let ttl_ms = u64::try_from(wait.as_millis())
+            .unwrap_or(u64::MAX)
+            .max(1_000);
+        EXTEND_COOLDOWN
+            .key(&self.cooldown_key)
+            .arg(until.as_millis())
+            .arg(ttl_ms)
+            .invoke_async::<()>(&mut conn)
+            .await?;
+        Ok(())
+    }
+}
+
+fn encode(note: &PendingNote) -> Result<String, OutboxError> {
+    serde_json::to_string(note).map_err(|e| OutboxError(e.to_string()))
 }
 
 /// What one delivery round did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeliveryReport {
     pub delivered: usize,
+    /// Put (back) in the outbox for a later attempt.
     pub queued: usize,
     pub dropped: usize,
 }
+
+/// What to do with a note after one attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Disposition {
+    Delivered,
+    Dropped,
+    /// Try again at `not_before`. ServiceNow is throttling or looks unavailable, so
+    /// nothing more is attempted this round.
+    Retry {
+        next: PendingNote,
+        not_before: EpochMillis,
+    },
+}
+
+/// How long a drain holds a claimed note before another drain may take it again.
+const CLAIM_HOLD: Duration = Duration::from_secs(120);
 
 /// The work-note sink: one attempt now, the outbox for later.
 #[derive(Debug)]
@@ -261,76 +401,148 @@ pub struct WorkNoteSink {
 }
 
 impl WorkNoteSink {
-    /// Tries each note once; what fails transiently is queued (after the cooldown when
-    /// ServiceNow asked for one), what ServiceNow rejects is dropped with a log line.
-    pub async fn deliver(
+    /// Delivers fresh notes from a tier function: one attempt each; what fails
+    /// transiently is queued (after the cooldown when ServiceNow asked for one), what
+    /// ServiceNow rejects is dropped with a log line. After a failure that says
+    /// ServiceNow is throttling or unavailable, the rest are queued without an attempt,
+    /// so a slow ServiceNow costs the invocation one timeout at most.
+    pub async fn deliver_new(
         &self,
-        notes: Vec<PendingNote>,
+        notes: &[WorkNote],
         clock: &dyn Clock,
     ) -> Result<DeliveryReport, OutboxError> {
+        self.adopt_fleet_cooldown().await?;
         let mut report = DeliveryReport::default();
-        for mut pending in notes {
-            let now = clock.now();
-            match self
-                .client
-                .add_work_note(&pending.note.ticket, &pending.note.text, now)
-                .await
-            {
-                Ok(()) => report.delivered += 1,
-                Err(error)
-                    if !error.is_transient() || pending.attempts + 1 >= MAX_NOTE_ATTEMPTS =>
-                {
-                    tracing::warn!(ticket = %pending.note.number, %error, "work note dropped");
-                    report.dropped += 1;
-                }
-                Err(error) if fault_switches::is_off(Mechanism::WorkNoteOutbox) => {
-                    tracing::warn!(ticket = %pending.note.number, %error, "work note dropped");
-                    report.dropped += 1;
-                }
-                Err(error) => {
-                    // A note that never reached ServiceNow (cooling down) keeps its count.
-                    if !matches!(error, WriteBackError::CoolingDown { .. }) {
-                        pending.attempts += 1;
-                    }
-                    let not_before = self
-                        .client
-                        .cooldown_until()
-                        .max(now.plus(retry_delay(pending.attempts)));
-                    self.outbox.push(&pending, not_before).await?;
+        let mut held_back: Option<EpochMillis> = None;
+        for note in notes {
+            let pending = PendingNote {
+                note: note.clone(),
+                attempts: 0,
+            };
+            if let Some(not_before) = held_back {
+                self.outbox.push(&pending, not_before).await?;
+                report.queued += 1;
+                continue;
+            }
+            match self.attempt(pending, clock).await? {
+                Disposition::Delivered => report.delivered += 1,
+                Disposition::Dropped => report.dropped += 1,
+                Disposition::Retry { next, not_before } => {
+                    self.outbox.push(&next, not_before).await?;
                     report.queued += 1;
+                    held_back = Some(not_before);
                 }
             }
         }
         Ok(report)
     }
 
-    /// Delivers fresh notes from a tier function.
-    pub async fn deliver_new(
-        &self,
-        notes: &[WorkNote],
-        clock: &dyn Clock,
-    ) -> Result<DeliveryReport, OutboxError> {
-        let pending = notes
-            .iter()
-            .map(|note| PendingNote {
-                note: note.clone(),
-                attempts: 0,
-            })
-            .collect();
-        self.deliver(pending, clock).await
-    }
-
-    /// Retries what is due in the outbox (called from a timer).
+    /// Retries due notes from the outbox, at most `limit` of them and for at most
+    /// `budget` of wall time (a note cut off mid-call is sent again after its hold).
+    /// Sends nothing while ServiceNow's Retry-After runs, and stops at the first sign
+    /// that ServiceNow is throttling or unavailable.
     pub async fn drain(
         &self,
         clock: &dyn Clock,
         limit: usize,
+        budget: Duration,
     ) -> Result<DeliveryReport, OutboxError> {
-        if clock.now() < self.client.cooldown_until() {
-            return Ok(DeliveryReport::default());
+        let mut report = DeliveryReport::default();
+        let round = self.drain_round(clock, limit, &mut report);
+        match tokio::time::timeout(budget, round).await {
+            Ok(result) => result?,
+            Err(_) => tracing::info!(
+                ?report,
+                "work-note drain stopped at its time budget; the rest wait for the next tick"
+            ),
         }
-        let due = self.outbox.take_due(clock.now(), limit).await?;
-        self.deliver(due, clock).await
+        Ok(report)
+    }
+
+    async fn drain_round(
+        &self,
+        clock: &dyn Clock,
+        limit: usize,
+        report: &mut DeliveryReport,
+    ) -> Result<(), OutboxError> {
+        self.adopt_fleet_cooldown().await?;
+        for _ in 0..limit {
+            let now = clock.now();
+            if now < self.client.cooldown_until() {
+                break;
+            }
+            let Some(claimed) = self.outbox.claim_due(now, now.plus(CLAIM_HOLD)).await? else {
+                break;
+            };
+            match self.attempt(claimed.pending.clone(), clock).await? {
+                Disposition::Delivered => {
+                    self.outbox.complete(&claimed).await?;
+                    report.delivered += 1;
+                }
+                Disposition::Dropped => {
+                    self.outbox.complete(&claimed).await?;
+                    report.dropped += 1;
+                }
+                Disposition::Retry { next, not_before } => {
+                    self.outbox.reschedule(&claimed, &next, not_before).await?;
+                    report.queued += 1;
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes over a cooldown another instance was told by ServiceNow.
+    async fn adopt_fleet_cooldown(&self) -> Result<(), OutboxError> {
+        let until = self.outbox.cooldown_until().await?;
+        self.client.extend_cooldown(until);
+        Ok(())
+    }
+
+    /// One attempt at `pending`, and what follows from its answer.
+    async fn attempt(
+        &self,
+        mut pending: PendingNote,
+        clock: &dyn Clock,
+    ) -> Result<Disposition, OutboxError> {
+        let now = clock.now();
+        let result = self
+            .client
+            .add_work_note(&pending.note.ticket, &pending.note.text, now)
+            .await;
+        let error = match result {
+            Ok(()) => return Ok(Disposition::Delivered),
+            Err(error) => error,
+        };
+        if let WriteBackError::RateLimited { wait } = &error {
+            // Every instance honours the Retry-After, not only this one.
+            self.outbox
+                .extend_cooldown(self.client.cooldown_until(), *wait)
+                .await?;
+        }
+        // A note that never reached ServiceNow (cooling down) keeps its count.
+        if !matches!(error, WriteBackError::CoolingDown { .. }) {
+            pending.attempts += 1;
+        }
+        // With the outbox switched off (fault-suite builds only), nothing is kept for later.
+        let keep = !fault_switches::is_off(Mechanism::WorkNoteOutbox);
+        if !error.is_transient() || pending.attempts >= MAX_NOTE_ATTEMPTS || !keep {
+            tracing::warn!(ticket = %pending.note.number, attempts = pending.attempts, %error, "work note dropped");
+            return Ok(Disposition::Dropped);
+        }
+        let not_before = match error {
+            // ServiceNow said when: come back exactly then.
+            WriteBackError::RateLimited { .. } | WriteBackError::CoolingDown { .. } => {
+                self.client.cooldown_until()
+            }
+            _ => now.plus(retry_delay(pending.attempts)),
+        };
+        tracing::info!(ticket = %pending.note.number, attempts = pending.attempts, %error, not_before = not_before.as_millis(), "work note queued for a later attempt");
+        Ok(Disposition::Retry {
+            next: pending,
+            not_before,
+        })
     }
 }
 

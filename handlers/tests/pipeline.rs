@@ -1,12 +1,15 @@
 //! The pipeline end to end through the real `handler` process and a real `redis-server`:
 //! a host-shaped Kafka batch to `classify`, `dispatch` timer ticks, each queue message
-//! checked as the tier function's input, and the store's state after each step.
+//! checked as the tier function's input, and the store's state after each step. With the
+//! handler pointed at the Azure OpenAI simulator over plain http (a loopback endpoint)
+//! and at a local ServiceNow Table API, the queue messages go on to the tier functions
+//! and every ticket ends with an LLM summary served by `GET /api/summaries/{ticket}` and
+//! written back as a work note.
 //!
 //! Lives here rather than in `tests/` because `CARGO_BIN_EXE_handler` guarantees the
-//! binary is built. The handler process does not build the tier functions' LLM runtime
-//! yet, so the process test stops at the hand-off (every accepted job in exactly one
-//! message, nothing handed out twice); the full classify → dispatch → summarize → read
-//! path runs through the same router in process, against the simulator over HTTP.
+//! binary is built. The HTTP routes are called directly, as the Functions host forwards
+//! them after checking the function key: the handler listens on 127.0.0.1 only and
+//! leaves keys to the host. The same path also runs through the router in process.
 
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -45,6 +48,11 @@ impl Drop for Handler {
 }
 
 fn start_handler(redis_url: &str) -> Handler {
+    start_handler_with(redis_url, &[])
+}
+
+/// The handler with the example settings, `redis_url`, generous quotas, and `extra`.
+fn start_handler_with(redis_url: &str, extra: &[(&str, String)]) -> Handler {
     let port = TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -62,6 +70,8 @@ fn start_handler(redis_url: &str) -> Handler {
         ("FUNCTIONS_CUSTOMHANDLER_PORT".to_owned(), port.to_string()),
         ("RUST_LOG".to_owned(), "warn".to_owned()),
     ]);
+    vars.retain(|(k, _)| !extra.iter().any(|(name, _)| name == k));
+    vars.extend(extra.iter().map(|(k, v)| (k.to_string(), v.clone())));
     let child = Command::new(HANDLER)
         .env_clear()
         .envs(vars)
@@ -94,6 +104,51 @@ async fn invoke(client: &reqwest::Client, base: &str, function: &str, body: &Val
     let body: Value = response.json().await.unwrap();
     assert!(status.is_success(), "{function}: {status} {body}");
     body
+}
+
+/// A local server speaking the ServiceNow Table API shape for work notes: accepts
+/// `PATCH /api/now/table/incident/{sys_id}` with the expected basic auth and records
+/// `(sys_id, work_notes)`.
+async fn table_api(
+    user: &str,
+    password: &str,
+) -> (String, Arc<std::sync::Mutex<Vec<(String, String)>>>) {
+    use axum::extract::{Path, State};
+    use axum::http::{HeaderMap, StatusCode};
+    use base64::Engine;
+
+    type Notes = Arc<std::sync::Mutex<Vec<(String, String)>>>;
+    let expected = format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
+    );
+    let notes: Notes = Arc::default();
+    let patch = move |State(notes): State<Notes>,
+                      Path(sys_id): Path<String>,
+                      headers: HeaderMap,
+                      axum::Json(body): axum::Json<Value>| {
+        let authorized = headers
+            .get("authorization")
+            .is_some_and(|v| v.to_str().ok() == Some(expected.as_str()));
+        async move {
+            if !authorized {
+                return StatusCode::UNAUTHORIZED;
+            }
+            let text = body["work_notes"].as_str().unwrap_or_default().to_owned();
+            notes.lock().unwrap().push((sys_id, text));
+            StatusCode::OK
+        }
+    };
+    let router = axum::Router::new()
+        .route(
+            "/api/now/table/incident/{sys_id}",
+            axum::routing::patch(patch),
+        )
+        .with_state(notes.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    (url, notes)
 }
 
 #[tokio::test]
@@ -150,6 +205,103 @@ async fn every_accepted_ticket_is_handed_to_exactly_one_tier_message() {
         let stats = store.queue_stats(tier).await.unwrap();
         assert_eq!(stats.pending, 0);
     }
+}
+
+/// The deployed handler, pointed at the simulator over plain http on 127.0.0.1 and at a
+/// local Table API for work notes: classify, dispatch and the tier functions as the host
+/// calls them, then the LLM summaries read back through `GET /api/summaries/{ticket}`.
+#[tokio::test]
+async fn the_handler_process_summarizes_through_the_simulator_and_writes_work_notes_back() {
+    use stormgate_handlers::simulator_http::spawn_simulator;
+    use stormgate_shared::lab::simulator::{DeploymentConfig, Latency, SimulatorConfig};
+
+    let redis = RedisServer::start().unwrap();
+    let deployments = ["premium-deployment", "standard-deployment"]
+        .iter()
+        .map(|name| {
+            let mut d = DeploymentConfig::new(name, "gpt-4o-2024-08-06", 1_000_000);
+            d.latency = Latency {
+                first_token_ms: 5,
+                per_output_token_ms: 0,
+            };
+            d
+        })
+        .collect();
+    let simulator = spawn_simulator(SimulatorConfig::new(8, deployments))
+        .await
+        .unwrap();
+    let (servicenow_url, work_notes) = table_api("stormgate.integration", "s3cret").await;
+    let handler = start_handler_with(
+        &redis.url(),
+        &[
+            ("AZURE_OPENAI_ENDPOINT", simulator.endpoint()),
+            ("AZURE_OPENAI_AUTH", "api_key".to_owned()),
+            ("AZURE_OPENAI_API_KEY", "simulator-key".to_owned()),
+            ("SERVICENOW_INSTANCE_URL", servicenow_url),
+            ("SERVICENOW_USERNAME", "stormgate.integration".to_owned()),
+            ("SERVICENOW_PASSWORD", "s3cret".to_owned()),
+        ],
+    );
+    let client = reqwest::Client::new();
+    wait_until_answering(&client, &handler.base).await;
+
+    let tickets = [(31, "1"), (32, "2"), (33, "4"), (34, "5")];
+    let events: Vec<Value> = tickets.iter().map(|(n, p)| incident(*n, p)).collect();
+    let classified = invoke(
+        &client,
+        &handler.base,
+        "classify",
+        &kafka_invocation(&events),
+    )
+    .await;
+    assert_eq!(classified["ReturnValue"]["accepted"], tickets.len());
+
+    let mut llm_calls = 0;
+    for _ in 0..3 {
+        let tick = invoke(&client, &handler.base, "dispatch", &timer_invocation()).await;
+        for (binding, function) in [
+            (PREMIUM_QUEUE_BINDING, "summarize-premium"),
+            (STANDARD_QUEUE_BINDING, "summarize-standard"),
+        ] {
+            for message in queue_messages(&tick, binding) {
+                let invocation = queue_invocation(HANDOFF_BINDING, &message);
+                let done = invoke(&client, &handler.base, function, &invocation).await;
+                llm_calls += done["ReturnValue"]["llm_calls"].as_u64().unwrap();
+            }
+        }
+    }
+    assert!(llm_calls >= 1);
+    let simulated: u64 = ["premium-deployment", "standard-deployment"]
+        .iter()
+        .map(|d| simulator.core().stats(d).unwrap().succeeded)
+        .sum();
+    assert_eq!(simulated, llm_calls, "every call reached the simulator");
+
+    let notes = work_notes.lock().unwrap().clone();
+    for (n, _) in tickets {
+        let sys_id = support::sys_id(n);
+        let response = client
+            .get(format!("{}/api/summaries/{sys_id}", handler.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "ticket {n}");
+        let body: Value = response.json().await.unwrap();
+        let technician = &body["summaries"]["technician"];
+        assert_eq!(technician["degraded"], false, "ticket {n}: {body}");
+        assert_ne!(technician["model"], "extractive", "ticket {n}: {body}");
+        let text = technician["text"].as_str().unwrap();
+        assert!(
+            notes.iter().any(|(id, note)| *id == sys_id && note == text),
+            "ticket {n}: its technician summary is a work note: {notes:?}"
+        );
+    }
+    let unknown = client
+        .get(format!("{}/api/summaries/{}", handler.base, "f".repeat(32)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unknown.status(), 404);
 }
 
 /// The whole pipeline in one process, through the router: the tier functions get the
@@ -227,6 +379,7 @@ async fn classify_dispatch_summarize_ends_with_an_llm_summary_for_every_ticket()
         standard,
         settings: SummarizeSettings::default(),
         work_notes: None,
+        related: None,
         seed: 7,
     };
     let state = state.with_summarization(runtime);

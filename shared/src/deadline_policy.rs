@@ -101,9 +101,10 @@ pub enum DeadlinePolicyError {
 impl Default for DeadlinePolicy {
     fn default() -> Self {
         DeadlinePolicy {
-            // The engineer on a P1 gets the LLM summary within two minutes; the extractive
-            // one is there from the start.
-            technician: PerSeverity::minutes(2, 5, 15, 60, 240),
+            // The engineer on a P1 or P2 gets the LLM summary within the minute: a job
+            // that cannot start in time on premium goes to standard while standard can
+            // still make it. The extractive summary is there from the start.
+            technician: PerSeverity::secs(30, 45, 15 * 60, 60 * 60, 240 * 60),
             // Customers are told at once by the extractive notice; the LLM one may take longer.
             customer: PerSeverity::minutes(5, 10, 30, 120, 480),
         }
@@ -197,11 +198,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn defaults_give_a_p1_technician_two_minutes_and_roll_ups_no_deadline() {
+    fn defaults_give_a_p1_technician_half_a_minute_and_roll_ups_no_deadline() {
         let p = DeadlinePolicy::default();
         assert_eq!(
             p.deadline(EpochMillis(1_000), Severity::P1, SummaryKind::Technician),
-            Some(EpochMillis(121_000))
+            Some(EpochMillis(31_000))
         );
         assert_eq!(
             p.wait(Severity::P5, SummaryKind::Customer),

@@ -3,7 +3,8 @@
 //!
 //! Deadlines are not here: each job carries the one its [`crate::deadline_policy`]
 //! gave it at ingest, and the dispatcher spills by that. Aging bounds every wait: a job
-//! is promoted one severity step per `aging_step`, so a P5 competes as a P1 after 4 steps.
+//! is promoted one severity step per `aging_step` (default 5 min), so a P5 competes as a P1
+//! after 4 steps.
 
 use std::time::Duration;
 
@@ -47,7 +48,7 @@ pub struct DispatchConfigFile {
 impl Default for DispatchConfigFile {
     fn default() -> Self {
         DispatchConfigFile {
-            aging_step: Duration::from_secs(60),
+            aging_step: Duration::from_secs(300),
             lease_for: Duration::from_secs(300),
             max_group: 8,
             tick_budget: Duration::from_secs(4),

@@ -14,7 +14,10 @@
 //!      otherwise put the group back and stop serving this tier until the next tick
 //!      (the best job waits; nothing behind it jumps the queue);
 //!    - unable before the deadline (budget, cooldown, deployment down, or a call larger
-//!      than any window): spill. To the standard tier the jobs are released into its
+//!      than any window): spill;
+//!    - when the budget stops the tier for this tick, the jobs behind the best one are
+//!      looked at too: any that the tier's backlog would keep past its deadline spills
+//!      now, while the next tier can still serve it in time (`Tick::shed_backlog`). To the standard tier the jobs are released into its
 //!      queue; to the extractive tier the leases are returned in
 //!      [`DispatchOutcome::spilled`] still held, and the caller writes their extractive
 //!      summary and acknowledges them, so no job ever ends without a summary;
@@ -49,6 +52,10 @@ use crate::tokens::Tokens;
 
 /// Sleeps per tick at most, whatever the clock does: a guard, not a tuning knob.
 const MAX_WAITS_PER_TICK: u32 = 10_000;
+
+/// Pending jobs per tier a tick looks through for ones the tier cannot serve in time.
+/// Deeper jobs are looked at as the queue drains; a bound keeps one tick's work bounded.
+const BACKLOG_SCAN: usize = 2_000;
 
 /// What one tick needs. Everything is borrowed: the caller owns the long-lived parts.
 #[derive(Debug, Clone, Copy)]
@@ -93,6 +100,12 @@ pub enum SpillReason {
         tokens: Tokens,
         limit: Tokens,
     },
+    /// Behind the tier's backlog the job could not start before its deadline: the
+    /// tier's sustained rate serves the jobs ahead of it no sooner than `expected`.
+    Backlog {
+        expected: EpochMillis,
+        deadline: EpochMillis,
+    },
     /// No deployment is configured for the tier.
     NoDeployment,
 }
@@ -125,6 +138,9 @@ pub struct DispatchCounters {
     pub waited_ms: u64,
     /// Jobs put back in their own tier for the next tick.
     pub released_jobs: u64,
+    /// Jobs taken out of a blocked tier's queue because its backlog would keep them past
+    /// their deadline (included in the spill counts).
+    pub shed_jobs: u64,
     pub spilled_to_standard: u64,
     pub spilled_to_extractive: u64,
 }
@@ -217,8 +233,10 @@ async fn reclaim_expired(ctx: &DispatchContext<'_>, now: EpochMillis) -> Result<
 enum Placement {
     Admitted,
     Spilled,
-    /// Put back for the next tick: stop serving this tier.
-    Released,
+    /// Put back for the next tick: stop serving this tier. The budget frees up at `free_at`.
+    Released {
+        free_at: EpochMillis,
+    },
 }
 
 struct Tick<'c, 'a> {
@@ -277,8 +295,22 @@ impl Tick<'_, '_> {
     }
 
     async fn serve_tier(&mut self, tier: Tier) -> Result<(), DispatchError> {
-        let config = self.ctx.config;
         let deployment = self.ctx.governor.deployment_for(tier).cloned();
+        let blocked_until = self.serve_queue(tier, deployment.as_ref()).await?;
+        if let (Some(free_at), Some(deployment)) = (blocked_until, deployment) {
+            self.shed_backlog(tier, &deployment, free_at).await?;
+        }
+        Ok(())
+    }
+
+    /// Leases and places groups until the queue is empty or the budget stops the tier;
+    /// in the latter case, when the budget frees up again.
+    async fn serve_queue(
+        &mut self,
+        tier: Tier,
+        deployment: Option<&DeploymentName>,
+    ) -> Result<Option<EpochMillis>, DispatchError> {
+        let config = self.ctx.config;
         for _ in 0..config.max_groups_per_tier() {
             let group = self
                 .ctx
@@ -292,32 +324,93 @@ impl Tick<'_, '_> {
                 )
                 .await?;
             if group.is_empty() {
-                return Ok(());
+                return Ok(None);
             }
             self.counters.leased_jobs += group.len() as u64;
             self.in_hand = group.clone();
             let mut calls = split_by_kind(group).into_iter();
-            let mut stop = false;
+            let mut blocked = None;
             for (kind, leases) in calls.by_ref() {
-                let placement = match &deployment {
+                let placement = match deployment {
                     Some(d) => self.place(tier, d, kind, leases).await?,
                     None => self.spill(tier, SpillReason::NoDeployment, leases).await?,
                 };
-                if matches!(placement, Placement::Released) {
-                    stop = true;
+                if let Placement::Released { free_at } = placement {
+                    blocked = Some(free_at);
                     break;
                 }
             }
-            if stop {
+            if blocked.is_some() {
                 // The rest of the group waits with it.
                 for (_, leases) in calls {
                     self.release(tier, &leases).await?;
                 }
                 self.in_hand.clear();
-                return Ok(());
+                return Ok(blocked);
             }
             self.in_hand.clear();
         }
+        Ok(None)
+    }
+
+    /// Spills now, rather than at the head of the queue, every job that the tier's
+    /// backlog would keep past its deadline.
+    ///
+    /// The tier is blocked until `free_at`; after that its deployment admits at most
+    /// `minute_tokens` a minute and `requests` a short window. Walking the queue in serve
+    /// order, a job is expected to start once everything kept ahead of it has gone out at
+    /// that rate (an optimistic estimate: refunds make the real rate higher, coalescing
+    /// makes calls fewer). A job expected after its deadline leaves for the next tier now,
+    /// while that tier can still serve it in time; it does not count against the jobs behind.
+    async fn shed_backlog(
+        &mut self,
+        tier: Tier,
+        deployment: &DeploymentName,
+        free_at: EpochMillis,
+    ) -> Result<(), DispatchError> {
+        let Some(limits) = self.ctx.governor.limits(deployment) else {
+            return Ok(());
+        };
+        let config = self.ctx.config;
+        let pending = self
+            .ctx
+            .store
+            .pending_jobs(tier, BACKLOG_SCAN, config.aging())
+            .await?;
+        let tokens_per_ms = limits.minute_tokens.max(1) as f64 / 60_000.0;
+        let ms_per_request = limits.window_ms as f64 / limits.requests.max(1) as f64;
+        let (mut ahead_tokens, mut ahead_requests) = (0u64, 0u64);
+        let mut unreachable = BTreeMap::new();
+        for job in pending {
+            let wait_ms =
+                (ahead_tokens as f64 / tokens_per_ms).max(ahead_requests as f64 * ms_per_request);
+            let expected = free_at.plus(std::time::Duration::from_millis(wait_ms as u64));
+            if expected > job.deadline {
+                unreachable.insert(job.id.clone(), (expected, job.deadline));
+            } else {
+                ahead_tokens += (job.prompt_tokens + job.max_output_tokens).0;
+                ahead_requests += 1;
+            }
+        }
+        if unreachable.is_empty() {
+            return Ok(());
+        }
+        let ids: Vec<_> = unreachable.keys().cloned().collect();
+        let leases = self
+            .ctx
+            .store
+            .lease_jobs(tier, &ids, self.ctx.clock.now(), config.lease_for())
+            .await?;
+        self.counters.shed_jobs += leases.len() as u64;
+        self.in_hand = leases.clone();
+        for lease in leases {
+            let Some(&(expected, deadline)) = unreachable.get(&lease.job.id) else {
+                continue;
+            };
+            let reason = SpillReason::Backlog { expected, deadline };
+            self.spill(tier, reason, vec![lease]).await?;
+        }
+        self.in_hand.clear();
         Ok(())
     }
 
@@ -382,7 +475,7 @@ impl Tick<'_, '_> {
             };
             if free_at > self.tick_end || self.waits_left == 0 {
                 self.release(tier, &leases).await?;
-                return Ok(Placement::Released);
+                return Ok(Placement::Released { free_at });
             }
             self.waits_left -= 1;
             let wait = free_at.since(now);
@@ -475,6 +568,7 @@ fn log_counters(outcome: &DispatchOutcome) {
         waits = c.waits,
         waited_ms = c.waited_ms,
         released_jobs = c.released_jobs,
+        shed_jobs = c.shed_jobs,
         spilled_to_standard = c.spilled_to_standard,
         spilled_to_extractive = c.spilled_to_extractive,
     );

@@ -5,11 +5,13 @@
 //! Events (target `stormgate::gauges`, level INFO), one per line in JSON logs:
 //! - `event="queue"`: `tier`, `pending`, `leased`, `oldest_age_ms`, and per severity
 //!   `p1_pending`…`p5_pending`, `p1_oldest_age_ms`…`p5_oldest_age_ms` (-1 when empty);
-//! - `event="deployment"`: `tier`, `deployment`, `window_tokens`, `window_requests`,
+//! - `event="deployment"`: `tier`, `deployment`, `window_tokens`, `window_requests`, `minute_tokens`,
 //!   `remaining_tokens`, `remaining_requests`, `limit_tokens`, `limit_requests`,
 //!   `admitted_total`, `deferred_total`, `reserved_tokens_total`, `used_tokens_total`,
 //!   `refunded_tokens_total`, `throttles_total`, `cooldown_until_ms`, `down_until_ms`
-//!   (0 when not throttled);
+//!   (0 when not throttled), `external_tokens`, `external_requests` (held back because
+//!   the deployment reported less remaining than the window had free) and
+//!   `shortfalls_total` (such reports);
 //! - `event="dispatch"` (from [`crate::dispatcher`]): the tick's counters.
 
 use serde::{Deserialize, Serialize};
@@ -145,6 +147,7 @@ fn emit_deployment(d: &DeploymentGauges) {
         deployment = d.deployment.as_str(),
         window_tokens = d.ledger.window_tokens,
         window_requests = d.ledger.window_requests,
+        minute_tokens = d.ledger.minute_tokens,
         remaining_tokens = d.remaining_tokens,
         remaining_requests = d.remaining_requests,
         limit_tokens = d.limits.tokens,
@@ -155,6 +158,9 @@ fn emit_deployment(d: &DeploymentGauges) {
         used_tokens_total = d.ledger.used_tokens,
         refunded_tokens_total = d.ledger.refunded_tokens,
         throttles_total = d.ledger.throttles,
+        external_tokens = d.ledger.external.tokens,
+        external_requests = d.ledger.external.requests,
+        shortfalls_total = d.ledger.shortfalls,
         cooldown_until_ms = d.ledger.cooldown_until.map_or(0, |t| t.0),
         down_until_ms = d.ledger.down_until.map_or(0, |t| t.0),
     );

@@ -44,7 +44,8 @@ pub struct RawEvent {
 pub struct IngestPolicy {
     pub parse_limits: ParseLimits,
     pub bounding: BoundingLimits,
-    /// Routing severities at or above this go to the premium tier; the rest to standard.
+    /// Technician summaries of routing severities at or above this go to the premium
+    /// tier; the rest, and every customer notification, to standard.
     pub premium_up_to: Severity,
     /// Stamped on every job queued; the dispatcher spills by it.
     pub deadlines: DeadlinePolicy,
@@ -129,6 +130,17 @@ pub enum EventFate {
 pub struct BatchReport {
     pub outcome: BatchOutcome,
     pub fates: Vec<EventFate>,
+}
+
+/// The tier a job is queued in. Premium quota goes to the engineers on the worst
+/// tickets: a customer notification is plain language written from the same facts and
+/// scrubbed either way, so the standard model writes it at a fraction of the price and
+/// leaves the premium deployment's minute to technician summaries.
+pub fn tier_for(kind: SummaryKind, routing: Severity, premium_up_to: Severity) -> Tier {
+    match kind {
+        SummaryKind::Technician if routing <= premium_up_to => Tier::Premium,
+        _ => Tier::Standard,
+    }
 }
 
 /// Handles a batch; fails only when the store is unavailable for everything.
@@ -320,11 +332,6 @@ pub fn prepare(
     }
     let prompt_text = prompts::ticket_text(&snapshot, policy.prompt_chars);
     let coalesce_key = coalesce_key(t, policy.coalesce_window, now);
-    let tier = if routing <= policy.premium_up_to {
-        Tier::Premium
-    } else {
-        Tier::Standard
-    };
     // Every queued kind has a deadline; one without would never be queued.
     let jobs = kinds
         .into_iter()
@@ -337,7 +344,7 @@ pub fn prepare(
                 },
                 number: t.number.clone(),
                 severity: routing,
-                tier,
+                tier: tier_for(kind, routing, policy.premium_up_to),
                 prompt_tokens: prompt_token_estimate(&prompt_text, kind),
                 max_output_tokens: max_output,
                 enqueued_at: now,

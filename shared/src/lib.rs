@@ -29,6 +29,7 @@ pub mod llm;
 pub mod log_bounding;
 pub mod metering;
 pub mod prompts;
+pub mod related_context;
 pub mod retry;
 pub mod rollup;
 pub mod sample_events;

@@ -218,6 +218,16 @@ impl DeploymentMeter {
         }
     }
 
+    /// Charges `tokens` that another client of the same deployment used at `now`: they
+    /// fill the token window like our own requests' charges (not our request count).
+    pub fn charge_foreign(&mut self, now: EpochMillis, tokens: u64) {
+        self.expire(now);
+        if tokens > 0 {
+            self.charges.push_back((now, tokens));
+            self.charged = self.charged.saturating_add(tokens);
+        }
+    }
+
     /// Decides a request arriving at `now` that is charged `charge`; admitted requests
     /// are charged, throttled ones are not.
     pub fn try_charge(&mut self, now: EpochMillis, charge: Tokens) -> Decision {

@@ -22,7 +22,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::{Clock, EpochMillis};
 use crate::fault_switches::{self, Mechanism};
-use crate::governor::{Admission as GovernorAdmission, DeploymentName, Governor, Reservation};
+use crate::governor::{
+    Admission as GovernorAdmission, DeploymentName, Governor, ReportedRemaining, Reservation,
+};
 use crate::llm::{ChatRequest, Completion, LlmClient, LlmError, RateLimitView};
 use crate::tokens::Tokens;
 
@@ -238,8 +240,14 @@ pub trait RetryGate: Send + Sync + std::fmt::Debug {
     async fn report_throttle(&self, deployment: &str, retry_after: Duration, now: EpochMillis);
     /// Settles an admitted reservation with what the call really used (zero when the
     /// service refused it before doing any work). `view` is what the deployment said
-    /// it has left.
-    async fn settle(&self, reservation: &Reservation, used: Tokens, view: RateLimitView);
+    /// it has left at `now`, which feeds the governor's view of the deployment.
+    async fn settle(
+        &self,
+        reservation: &Reservation,
+        used: Tokens,
+        view: RateLimitView,
+        now: EpochMillis,
+    );
 }
 
 /// The governor's answer to a retry.
@@ -284,16 +292,28 @@ impl RetryGate for Governor {
         }
     }
 
-    async fn settle(&self, reservation: &Reservation, used: Tokens, view: RateLimitView) {
+    async fn settle(
+        &self,
+        reservation: &Reservation,
+        used: Tokens,
+        view: RateLimitView,
+        now: EpochMillis,
+    ) {
         if let Err(error) = self.reconcile(reservation, used).await {
             tracing::warn!(deployment = %reservation.deployment, %error, "could not reconcile usage");
         }
-        tracing::debug!(
-            event = "deployment.rate_limit_view",
-            deployment = %reservation.deployment,
-            remaining_tokens = view.remaining_tokens,
-            remaining_requests = view.remaining_requests,
-        );
+        // After the reconciliation, so the window holds the call's real usage when it
+        // is compared with what the deployment says is left.
+        let reported = ReportedRemaining {
+            tokens: view.remaining_tokens,
+            requests: view.remaining_requests,
+        };
+        if let Err(error) = self
+            .observe_remaining(&reservation.deployment, reported, now)
+            .await
+        {
+            tracing::warn!(deployment = %reservation.deployment, %error, "could not record the deployment's remaining budget");
+        }
     }
 }
 
@@ -367,6 +387,7 @@ pub async fn complete_with_retry<R: Rng + Send + ?Sized>(
                         &reservation,
                         completion.usage.total(),
                         completion.rate_limit,
+                        env.clock.now(),
                     )
                     .await;
                 calls.push(CallRecord {
@@ -386,6 +407,7 @@ pub async fn complete_with_retry<R: Rng + Send + ?Sized>(
                 &reservation,
                 charged_for_failure(&error, reservation.tokens),
                 RateLimitView::default(),
+                env.clock.now(),
             )
             .await;
         let shorter = match (&error, shorten) {
@@ -581,7 +603,13 @@ mod tests {
         async fn report_throttle(&self, _: &str, retry_after: Duration, now: EpochMillis) {
             self.cooldowns.lock().unwrap().push(now.plus(retry_after));
         }
-        async fn settle(&self, reservation: &Reservation, used: Tokens, _: RateLimitView) {
+        async fn settle(
+            &self,
+            reservation: &Reservation,
+            used: Tokens,
+            _: RateLimitView,
+            _: EpochMillis,
+        ) {
             self.reconciled
                 .lock()
                 .unwrap()

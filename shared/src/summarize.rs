@@ -8,6 +8,12 @@
 //! (attempts exhausted, deadline, deployment down, content filter), the extractive
 //! summary stands, marked degraded. Leases are acknowledged only after the summary is
 //! stored, so a job never leaves the system without one.
+//!
+//! With a [`RelatedContext`] configured, the technician prompt also carries a bounded
+//! excerpt of similar past incidents. Its tokens are counted: a call dispatch admitted
+//! gets them as an extra reservation first (the excerpt is left out when the governor
+//! has no room for it right now), and every retry is admitted for them too. A search
+//! that fails or finds nothing only leaves the excerpt out.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -23,14 +29,18 @@ use crate::extractive;
 use crate::fault_switches::{self, Mechanism};
 use crate::governor::Reservation;
 use crate::job::{JobId, SummaryKind, Tier};
-use crate::llm::{ChatRequest, LlmClient};
+use crate::llm::{ChatRequest, LlmClient, RateLimitView};
 use crate::prompts::{self, TicketText};
-use crate::retry::{CallRecord, GiveUp, RetryEnv, RetryGate, RetryPolicy, complete_with_retry};
+use crate::related_context::RelatedContext;
+use crate::retry::{
+    CallRecord, GiveUp, Readmission, RetryEnv, RetryGate, RetryPolicy, complete_with_retry,
+};
 use crate::scrubber::{ScrubContext, scrub};
 use crate::snapshot::TicketSnapshot;
 use crate::store::{Lease, LeasedGroup, Store, StoreError};
 use crate::summary::{EXTRACTIVE_MODEL, PutOutcome, Summary};
 use crate::ticket_id::TicketId;
+use crate::token_estimate;
 use crate::tokens::Tokens;
 
 /// Technician summaries are five sentences at most.
@@ -61,7 +71,7 @@ impl Default for SummarizeSettings {
     fn default() -> Self {
         SummarizeSettings {
             retry: RetryPolicy::default(),
-            prompt_chars: 24_000,
+            prompt_chars: 12_000,
             lease_margin: Duration::from_secs(5),
         }
     }
@@ -78,6 +88,19 @@ pub struct TierWorker<'a> {
     pub settings: SummarizeSettings,
     /// Seeds each call's jitter; seeded by the caller so the lab is reproducible.
     pub rng: Mutex<SmallRng>,
+    /// Similar past incidents for technician prompts; `None` when not configured.
+    pub related: Option<&'a dyn RelatedContext>,
+}
+
+/// The characters of a short description a related-context search is asked with.
+const RELATED_QUERY_CHARS: usize = 200;
+
+/// A related-context excerpt going into a technician prompt, with what it costs.
+struct RelatedExcerpt {
+    text: String,
+    tokens: Tokens,
+    /// The extra reservation it holds on a call dispatch already admitted.
+    reservation: Option<Reservation>,
 }
 
 /// Where a stored summary came from.
@@ -234,14 +257,31 @@ impl TierWorker<'_> {
             }
             request
         };
-        // What a call costs at admission: every ticket's prompt plus max_tokens.
+        let related = match kind {
+            SummaryKind::Technician => self.related_excerpt(items, reservation.is_some()).await,
+            SummaryKind::Customer | SummaryKind::Rollup => None,
+        };
+        // What a call costs at admission: every ticket's prompt plus max_tokens, plus
+        // the related excerpt when one goes with it.
         let cost = items
             .iter()
             .map(|i| i.lease.job.prompt_tokens)
             .sum::<Tokens>()
-            + Tokens(u64::from(template.max_tokens));
+            + Tokens(u64::from(template.max_tokens))
+            + related.as_ref().map_or(Tokens::ZERO, |r| r.tokens);
         let per_ticket = self.settings.prompt_chars / items.len().max(1);
-        let request = cap(self.request(kind, items, per_ticket));
+        let prompt_version = match &related {
+            Some(_) => prompts::TECHNICIAN_RELATED_V1.id,
+            None => template.id,
+        };
+        let request = cap(match &related {
+            Some(excerpt) => prompts::technician_request_with_related(
+                &self.deployment.name,
+                &self.ticket_texts(items, per_ticket),
+                &excerpt.text,
+            ),
+            None => self.request(kind, items, per_ticket),
+        });
         let shorten = |_: &ChatRequest| Some(cap(self.request(kind, items, per_ticket / 2)));
         let seed = self
             .rng
@@ -258,6 +298,17 @@ impl TierWorker<'_> {
         };
         let retried =
             complete_with_retry(env, request, reservation, cost, Some(&shorten), &mut rng).await;
+        if let Some(extra) = related.and_then(|r| r.reservation) {
+            // The call's real usage, excerpt included, was settled on its own reservation.
+            self.gate
+                .settle(
+                    &extra,
+                    Tokens::ZERO,
+                    RateLimitView::default(),
+                    self.clock.now(),
+                )
+                .await;
+        }
         outcome.calls.extend(retried.calls);
         let result = retried.result;
         if let Ok(completion) = &result {
@@ -276,7 +327,7 @@ impl TierWorker<'_> {
                     let share = Tokens(completion.usage.total().get() / items.len() as u64);
                     let summary = self.summary(item, kind, text, &completion.model, false, share);
                     let summary = Summary {
-                        prompt_version: Some(template.id.to_owned()),
+                        prompt_version: Some(prompt_version.to_owned()),
                         ..summary
                     };
                     (summary, SummarySource::Llm)
@@ -303,11 +354,66 @@ impl TierWorker<'_> {
     }
 
     fn request(&self, kind: SummaryKind, items: &[Item<'_>], per_ticket: usize) -> ChatRequest {
-        let texts: Vec<TicketText> = items
+        prompts::ticket_request(
+            prompts::current(kind),
+            &self.deployment.name,
+            &self.ticket_texts(items, per_ticket),
+        )
+    }
+
+    fn ticket_texts(&self, items: &[Item<'_>], per_ticket: usize) -> Vec<TicketText> {
+        items
             .iter()
             .map(|i| prompts::ticket_text(&i.snapshot, per_ticket))
+            .collect()
+    }
+
+    /// Similar past incidents for the group's lead ticket, bounded, with their token
+    /// bound. On a call dispatch already admitted, the excerpt's tokens are reserved
+    /// now or the excerpt is left out: it never waits for budget.
+    async fn related_excerpt(&self, items: &[Item<'_>], admitted: bool) -> Option<RelatedExcerpt> {
+        let related = self.related?;
+        let lead = items.first()?;
+        let query: String = lead
+            .snapshot
+            .ticket
+            .short_description
+            .chars()
+            .take(RELATED_QUERY_CHARS)
             .collect();
-        prompts::ticket_request(prompts::current(kind), &self.deployment.name, &texts)
+        if query.trim().is_empty() {
+            return None;
+        }
+        let text = prompts::related_excerpt(&related.related(&query).await)?;
+        // The measured upper bound of exactly what is appended to the prompt.
+        let tokens = token_estimate::upper_bound(&prompts::related_block(&text));
+        if !admitted {
+            return Some(RelatedExcerpt {
+                text,
+                tokens,
+                reservation: None,
+            });
+        }
+        match self
+            .gate
+            .readmit(&self.deployment.name, tokens, self.clock.now())
+            .await
+        {
+            Readmission::Admitted(reservation) => Some(RelatedExcerpt {
+                text,
+                tokens,
+                reservation: Some(reservation),
+            }),
+            other => {
+                tracing::info!(
+                    deployment = %self.deployment.name,
+                    tokens = tokens.get(),
+                    answer = ?other,
+                    "related context left out: no budget for it right now"
+                );
+                None
+            }
+        }
     }
 
     /// Retrying ends before the earliest job deadline or lease expiry (minus a margin).
@@ -609,6 +715,7 @@ pub(crate) mod tests {
                 },
                 settings: SummarizeSettings::default(),
                 rng: Mutex::new(SmallRng::seed_from_u64(11)),
+                related: None,
             }
         }
 

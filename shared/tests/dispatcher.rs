@@ -17,8 +17,9 @@ use stormgate_shared::deadline_policy::{DeadlinePolicy, PerSeverity};
 use stormgate_shared::dispatch_policy::{DispatchConfig, DispatchConfigFile};
 use stormgate_shared::dispatcher::{DispatchContext, DispatchOutcome, SpillReason, dispatch_once};
 use stormgate_shared::governor::{
-    Admission, DeploymentBudget, DeploymentName, Governor, GovernorPolicy, Ledger, LedgerError,
-    LedgerSnapshot, MemoryLedger, Reconciliation, Reservation, ThrottleKind, WindowLimits,
+    Admission, BurstFactor, DeploymentBudget, DeploymentName, ExternalUsage, Governor,
+    GovernorPolicy, Ledger, LedgerError, LedgerSnapshot, MemoryLedger, Reconciliation,
+    ReportedRemaining, Reservation, ThrottleKind, WindowLimits,
 };
 use stormgate_shared::ingest::{IngestContext, IngestPolicy, RawEvent, classify_batch};
 use stormgate_shared::job::{Job, JobId, SummaryKind, Tier};
@@ -37,12 +38,15 @@ struct Rig {
     config: DispatchConfig,
 }
 
-/// Premium 60k TPM and standard 120k TPM, 10% headroom: windows of 9,000 and 18,000
-/// tokens and 54 / 108 requests per 10 s.
+/// Premium 60k TPM and standard 120k TPM, 10% headroom, each short window holding its
+/// even share (burst 1): windows of 9,000 and 18,000 tokens and 54 / 108 requests per 10 s.
 fn rig(config: DispatchConfigFile) -> Rig {
     let governor = Governor::new(
         Arc::new(MemoryLedger::new()),
-        GovernorPolicy::default(),
+        GovernorPolicy {
+            burst: BurstFactor::new(1).unwrap(),
+            ..GovernorPolicy::default()
+        },
         [
             DeploymentBudget {
                 tier: Tier::Premium,
@@ -145,9 +149,9 @@ async fn dispatcher_admits_in_severity_order() {
 #[tokio::test]
 async fn aging_lets_a_long_waiting_p5_go_before_a_fresh_p1() {
     let rig = rig(one_job_per_call());
-    // Aging step 60 s: a P5 that waited more than 4 minutes outranks a new P1.
+    // Aging step 5 min: a P5 that waited more than 20 minutes outranks a new P1.
     rig.enqueue(&[job(1, Severity::P5, T0, LONG)]).await;
-    rig.clock.advance(Duration::from_secs(300));
+    rig.clock.advance(Duration::from_secs(1_201));
     rig.enqueue(&[job(2, Severity::P1, rig.clock.now(), LONG)])
         .await;
     let out = rig.tick().await;
@@ -380,6 +384,65 @@ async fn gauges_report_queues_and_deployments() {
     assert_eq!(premium.ledger.deferred, 1);
 }
 
+#[tokio::test]
+async fn blocked_tier_sheds_the_jobs_its_backlog_would_keep_past_their_deadline() {
+    let rig = rig(DispatchConfigFile {
+        max_group: 1,
+        tick_budget: Duration::ZERO,
+        ..DispatchConfigFile::default()
+    });
+    // 40 premium jobs of 1,000 tokens, each with 20 s to get its LLM summary.
+    let jobs: Vec<Job> = (0..40)
+        .map(|n| {
+            let at = T0.plus(Duration::from_millis(u64::from(n)));
+            job(n, Severity::P1, at, Duration::from_secs(20))
+        })
+        .collect();
+    rig.enqueue(&jobs).await;
+    let out = rig.tick().await;
+
+    // Premium's first window takes nine; it is blocked until T0 + 10 s and then admits
+    // 54,000 tokens a minute, one call every 1.11 s: ten more start by T0 + 20 s.
+    assert_eq!(
+        out.counters.admitted_calls - admitted_numbers(&out, Tier::Standard).len() as u64,
+        9
+    );
+    assert_eq!(out.counters.shed_jobs, 21);
+    let shed: Vec<&str> = out
+        .spilled
+        .iter()
+        .filter(|s| matches!(s.reason, SpillReason::Backlog { .. }))
+        .flat_map(|s| s.leases.iter().map(|l| l.job.number.as_str()))
+        .collect();
+    let expected: Vec<String> = (19..40).map(|n| format!("INC{n:07}")).collect();
+    assert_eq!(
+        shed, expected,
+        "the youngest jobs leave, the rest keep their place"
+    );
+    assert!(out.spilled.iter().all(|s| s.to == Tier::Standard));
+    // Standard serves the shed jobs in the same tick, within its own budget.
+    assert_eq!(admitted_numbers(&out, Tier::Standard).len(), 18);
+    let premium = rig.store.queue_stats(Tier::Premium).await.unwrap();
+    assert_eq!(premium.pending, 10);
+}
+
+#[tokio::test]
+async fn jobs_the_backlog_can_serve_in_time_are_not_shed() {
+    let rig = rig(DispatchConfigFile {
+        max_group: 1,
+        tick_budget: Duration::ZERO,
+        ..DispatchConfigFile::default()
+    });
+    let jobs: Vec<Job> = (0..40)
+        .map(|n| job(n, Severity::P1, T0, Duration::from_secs(60)))
+        .collect();
+    rig.enqueue(&jobs).await;
+    let out = rig.tick().await;
+    assert_eq!(out.counters.admitted_calls, 9);
+    assert_eq!(out.counters.shed_jobs, 0);
+    assert!(out.spilled.is_empty());
+}
+
 /// Ingests one P1 ticket through `classify_batch` with `deadlines`, with premium cooling
 /// down for 40 s, and runs one tick: where did its technician job go, with which deadline?
 async fn p1_technician_under_a_40_s_cooldown(deadlines: DeadlinePolicy) -> (Tier, EpochMillis) {
@@ -485,6 +548,17 @@ impl Ledger for LedgerLostMidTick {
         until: EpochMillis,
     ) -> Result<EpochMillis, LedgerError> {
         self.inner.throttle(deployment, kind, until).await
+    }
+    async fn observe_remaining(
+        &self,
+        deployment: &DeploymentName,
+        limits: &WindowLimits,
+        reported: ReportedRemaining,
+        now: EpochMillis,
+    ) -> Result<ExternalUsage, LedgerError> {
+        self.inner
+            .observe_remaining(deployment, limits, reported, now)
+            .await
     }
     async fn snapshot(
         &self,

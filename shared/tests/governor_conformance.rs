@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use stormgate_shared::clock::EpochMillis;
 use stormgate_shared::governor::{
-    Admission, DeploymentBudget, DeploymentName, Governor, GovernorPolicy, Ledger, MemoryLedger,
-    Reconciliation, RedisLedger, Reservation, Throttle, ThrottleKind, WindowLimits,
+    Admission, DeploymentBudget, DeploymentName, ExternalUsage, Governor, GovernorPolicy, Ledger,
+    MemoryLedger, Reconciliation, RedisLedger, ReportedRemaining, Reservation, Throttle,
+    ThrottleKind, WindowLimits,
 };
 use stormgate_shared::job::Tier;
 use stormgate_shared::testing::redis_server::RedisServer;
@@ -29,6 +30,15 @@ const LIMITS: WindowLimits = WindowLimits {
     window_ms: 10_000,
     tokens: 1_000,
     requests: 3,
+    minute_tokens: 6_000,
+};
+
+/// A deployment whose minute, not its short window, is the binding limit.
+const MINUTE_BOUND: WindowLimits = WindowLimits {
+    window_ms: 10_000,
+    tokens: 1_000,
+    requests: 100,
+    minute_tokens: 2_500,
 };
 
 fn dep() -> DeploymentName {
@@ -143,15 +153,48 @@ async fn reconciling_twice_or_after_expiry_changes_nothing(ledger: Arc<dyn Ledge
     let old = reservation(admit(&*ledger, 500, at(1_000)).await);
     let snap = ledger.snapshot(&dep(), &LIMITS, at(20_000)).await.unwrap();
     assert_eq!(snap.window_tokens, 0);
+    assert_eq!(snap.minute_tokens, 600, "still in the minute's log");
+    let snap = ledger.snapshot(&dep(), &LIMITS, at(70_000)).await.unwrap();
+    assert_eq!(snap.minute_tokens, 0);
     assert_eq!(
         ledger.reconcile(&old, Tokens(10)).await.unwrap(),
         Reconciliation::Settled
     );
-    let snap = ledger.snapshot(&dep(), &LIMITS, at(20_000)).await.unwrap();
+    let snap = ledger.snapshot(&dep(), &LIMITS, at(70_000)).await.unwrap();
     assert_eq!(
-        snap.window_tokens, 0,
-        "an expired reservation must not touch the new window"
+        (snap.window_tokens, snap.minute_tokens),
+        (0, 0),
+        "an expired reservation must not touch the new windows"
     );
+}
+
+async fn defers_until_the_minute_has_room_though_the_short_window_has(ledger: Arc<dyn Ledger>) {
+    let admit_minute = |cost: u64, ms: u64| {
+        let ledger = ledger.clone();
+        async move {
+            ledger
+                .admit(&dep(), &MINUTE_BOUND, Tokens(cost), at(ms))
+                .await
+                .unwrap()
+        }
+    };
+    reservation(admit_minute(1_000, 0).await);
+    reservation(admit_minute(1_000, 15_000).await);
+    // The short window (10 s) is empty at 30 s, but the minute holds 2,000 of 2,500.
+    assert_eq!(
+        admit_minute(1_000, 30_000).await,
+        Admission::Deferred {
+            retry_at: at(60_000)
+        }
+    );
+    reservation(admit_minute(500, 30_000).await);
+    let r = reservation(admit_minute(1_000, 60_000).await);
+    assert_eq!(r.admitted_at, at(60_000));
+    let snap = ledger
+        .snapshot(&dep(), &MINUTE_BOUND, at(60_000))
+        .await
+        .unwrap();
+    assert_eq!((snap.minute_tokens, snap.window_tokens), (2_500, 1_000));
 }
 
 async fn overrun_is_charged_to_the_window(ledger: Arc<dyn Ledger>) {
@@ -286,21 +329,160 @@ async fn governor_turns_huge_retry_after_into_down(ledger: Arc<dyn Ledger>) {
             until: at(86_400_000)
         }
     );
-    // 60k TPM, 10% headroom, 10 s window: 9,000 tokens is the largest call there can be.
+    // 60k TPM, 10% headroom, 10 s window holding twice its share: 18,000 tokens is the
+    // largest call there can be.
     assert_eq!(
         governor
-            .admit(&dep(), Tokens(9_001), at(8_000))
+            .admit(&dep(), Tokens(18_001), at(8_000))
             .await
             .unwrap(),
         Admission::TooLarge {
-            tokens: Tokens(9_001),
-            limit: Tokens(9_000)
+            tokens: Tokens(18_001),
+            limit: Tokens(18_000)
         }
     );
     let gauges = governor.gauges(at(8_000)).await.unwrap();
     assert_eq!(gauges.len(), 1);
     assert_eq!(gauges[0].ledger.down_until, Some(at(86_400_000)));
-    assert_eq!(gauges[0].remaining_tokens, 9_000);
+    assert_eq!(gauges[0].remaining_tokens, 18_000);
+}
+
+async fn observe(
+    ledger: &dyn Ledger,
+    tokens: Option<u64>,
+    requests: Option<u64>,
+    now: EpochMillis,
+) -> ExternalUsage {
+    ledger
+        .observe_remaining(&dep(), &LIMITS, ReportedRemaining { tokens, requests }, now)
+        .await
+        .unwrap()
+}
+
+async fn a_report_of_fewer_remaining_tokens_holds_the_shortfall_for_a_window(
+    ledger: Arc<dyn Ledger>,
+) {
+    reservation(admit(&*ledger, 200, at(0)).await);
+    // 800 free by our count; the deployment says 300: 500 are held back until 11 s.
+    assert_eq!(
+        observe(&*ledger, Some(300), None, at(1_000)).await,
+        ExternalUsage {
+            tokens: 500,
+            requests: 0,
+            until: Some(at(11_000))
+        }
+    );
+    assert_eq!(
+        admit(&*ledger, 400, at(1_500)).await,
+        Admission::Deferred {
+            retry_at: at(10_000)
+        }
+    );
+    reservation(admit(&*ledger, 300, at(1_500)).await);
+    // Reporting as much or more than is free changes nothing.
+    let held = observe(&*ledger, Some(5_000), Some(100), at(2_000)).await;
+    assert_eq!(held.tokens, 500);
+    assert_eq!(held.until, Some(at(11_000)));
+    let snap = ledger.snapshot(&dep(), &LIMITS, at(2_000)).await.unwrap();
+    assert_eq!(snap.external, held);
+    assert_eq!(snap.shortfalls, 1);
+    assert_eq!(snap.window_tokens, 500, "the reservation is not a charge");
+
+    // At 10 s the first call leaves; the external reservation ends at 11 s, before the
+    // second call leaves at 11.5 s, so that is when 300 more fit.
+    assert_eq!(
+        admit(&*ledger, 300, at(10_500)).await,
+        Admission::Deferred {
+            retry_at: at(11_000)
+        }
+    );
+    reservation(admit(&*ledger, 300, at(11_000)).await);
+    let snap = ledger.snapshot(&dep(), &LIMITS, at(11_000)).await.unwrap();
+    assert_eq!(snap.external, ExternalUsage::default());
+}
+
+async fn a_report_of_fewer_remaining_requests_holds_request_slots(ledger: Arc<dyn Ledger>) {
+    // Three requests free by our count; the deployment says one.
+    assert_eq!(
+        observe(&*ledger, None, Some(1), at(0)).await,
+        ExternalUsage {
+            tokens: 0,
+            requests: 2,
+            until: Some(at(10_000))
+        }
+    );
+    reservation(admit(&*ledger, 10, at(0)).await);
+    assert_eq!(
+        admit(&*ledger, 10, at(100)).await,
+        Admission::Deferred {
+            retry_at: at(10_000)
+        }
+    );
+    // A second, lower report only adds what is missing.
+    assert_eq!(observe(&*ledger, None, Some(0), at(200)).await.requests, 2);
+    reservation(admit(&*ledger, 10, at(10_000)).await);
+}
+
+async fn a_later_shortfall_grows_the_reservation_and_restarts_its_window(ledger: Arc<dyn Ledger>) {
+    observe(&*ledger, Some(700), None, at(0)).await;
+    let grown = observe(&*ledger, Some(100), None, at(4_000)).await;
+    assert_eq!(
+        grown,
+        ExternalUsage {
+            tokens: 900,
+            requests: 0,
+            until: Some(at(14_000))
+        }
+    );
+    // A report from a caller whose clock lags counts at the ledger's time (4 s).
+    let lagging = observe(&*ledger, Some(50), None, at(1_000)).await;
+    assert_eq!(lagging.tokens, 950);
+    assert_eq!(lagging.until, Some(at(14_000)));
+    reservation(admit(&*ledger, 50, at(5_000)).await);
+    assert!(matches!(
+        admit(&*ledger, 1, at(5_000)).await,
+        Admission::Deferred { .. }
+    ));
+}
+
+async fn gauges_count_the_external_reservation_as_spent(ledger: Arc<dyn Ledger>) {
+    let governor = Governor::new(
+        ledger,
+        GovernorPolicy::default(),
+        [DeploymentBudget {
+            tier: Tier::Premium,
+            deployment: dep(),
+            tpm: 60_000,
+        }],
+    );
+    // 18,000 tokens per 10 s window after headroom (twice the even share of 54,000 a
+    // minute); the deployment reports 1,000 left.
+    let reported = ReportedRemaining {
+        tokens: Some(1_000),
+        requests: None,
+    };
+    let held = governor
+        .observe_remaining(&dep(), reported, at(0))
+        .await
+        .unwrap();
+    assert_eq!(held.tokens, 17_000);
+    let gauges = governor.gauges(at(1)).await.unwrap();
+    assert_eq!(gauges[0].remaining_tokens, 1_000);
+    assert_eq!(
+        governor.admit(&dep(), Tokens(1_001), at(1)).await.unwrap(),
+        Admission::Deferred {
+            retry_at: at(10_000)
+        }
+    );
+    assert!(matches!(
+        governor.admit(&dep(), Tokens(1_000), at(1)).await.unwrap(),
+        Admission::Admitted(_)
+    ));
+    let nothing = governor
+        .observe_remaining(&dep(), ReportedRemaining::default(), at(2))
+        .await
+        .unwrap();
+    assert_eq!(nothing, ExternalUsage::default());
 }
 
 macro_rules! conformance {
@@ -332,12 +514,17 @@ conformance!(
     deferral_waits_for_as_many_old_entries_as_needed,
     refund_of_unused_tokens_makes_room,
     reconciling_twice_or_after_expiry_changes_nothing,
+    defers_until_the_minute_has_room_though_the_short_window_has,
     overrun_is_charged_to_the_window,
     cooldown_is_respected_and_never_shortened,
     down_deployment_answers_down_before_anything_else,
     lagging_clock_cannot_reopen_a_closed_window,
     deployments_have_separate_budgets,
     governor_turns_huge_retry_after_into_down,
+    a_report_of_fewer_remaining_tokens_holds_the_shortfall_for_a_window,
+    a_report_of_fewer_remaining_requests_holds_request_slots,
+    a_later_shortfall_grows_the_reservation_and_restarts_its_window,
+    gauges_count_the_external_reservation_as_spent,
 );
 
 /// Client commands sent to Redis so far (`INFO commandstats`): scripts and anything else,

@@ -2,9 +2,11 @@
 //! completion times, usages and 429s, no window ever holds more than the budget.
 //!
 //! The checked statements are the module docs' proof obligations: in any window of the
-//! governor's length, charged tokens ≤ `L_tok` and requests ≤ `L_req`; in any 10 s
+//! governor's short length, charged tokens ≤ `L_tok` and requests ≤ `L_req`; in any 10 s
 //! window, requests ≤ RPM/6; in any 60 s window, tokens ≤ TPM × (1 − headroom); and
-//! nothing is admitted while the deployment cools down or is down. A reservation's
+//! nothing is admitted while the deployment cools down or is down; right after the
+//! deployment reports `R` tokens remaining, no call costing more than `R` is admitted,
+//! and reports never break the window bounds. A reservation's
 //! charge is what the ledger held when it left the window: its real usage if reconciled
 //! while inside, its reservation otherwise.
 
@@ -18,8 +20,8 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use stormgate_shared::clock::EpochMillis;
 use stormgate_shared::governor::{
-    Admission, DeploymentBudget, DeploymentName, Governor, GovernorPolicy, Headroom, Ledger,
-    MemoryLedger, RedisLedger, Reservation, ShortWindow, Throttle,
+    Admission, BurstFactor, DeploymentBudget, DeploymentName, Governor, GovernorPolicy, Headroom,
+    Ledger, MemoryLedger, RedisLedger, ReportedRemaining, Reservation, ShortWindow, Throttle,
 };
 use stormgate_shared::job::Tier;
 use stormgate_shared::testing::redis_server::RedisServer;
@@ -48,6 +50,13 @@ enum Step {
     },
     /// A worker reports a 429 asking to wait `retry_after_ms`.
     Throttled { gap_ms: u64, retry_after_ms: u64 },
+    /// An answer says the deployment has `remaining_permille`/1000 of a window's tokens
+    /// left (and `remaining_requests` requests).
+    Reported {
+        gap_ms: u64,
+        remaining_permille: u16,
+        remaining_requests: u64,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -55,6 +64,7 @@ struct Scenario {
     tpm: u64,
     headroom: f64,
     window_ms: u64,
+    burst: u64,
     steps: Vec<Step>,
 }
 
@@ -65,8 +75,11 @@ fn step() -> impl Strategy<Value = Step> {
         20 => (gap.clone(), 1u16..=1_050, 0u64..120_000, 0u16..=1_000).prop_map(
             |(gap_ms, cost_permille, runs_ms, used_permille)| Step::Call { gap_ms, cost_permille, runs_ms, used_permille }
         ),
-        1 => (gap, prop_oneof![1u64..30_000, 600_000u64..90_000_000]).prop_map(
+        1 => (gap.clone(), prop_oneof![1u64..30_000, 600_000u64..90_000_000]).prop_map(
             |(gap_ms, retry_after_ms)| Step::Throttled { gap_ms, retry_after_ms }
+        ),
+        4 => (gap, 0u16..=1_200, 0u64..50).prop_map(
+            |(gap_ms, remaining_permille, remaining_requests)| Step::Reported { gap_ms, remaining_permille, remaining_requests }
         ),
     ]
 }
@@ -76,12 +89,14 @@ fn scenario() -> impl Strategy<Value = Scenario> {
         prop_oneof![Just(1_000u64), Just(10_000), 30_000u64..2_000_000],
         0.0f64..0.5,
         prop_oneof![Just(10_000u64), Just(5_000), Just(1_000), Just(2_500)],
+        1u64..=3,
         prop::collection::vec(step(), 1..400),
     )
-        .prop_map(|(tpm, headroom, window_ms, steps)| Scenario {
+        .prop_map(|(tpm, headroom, window_ms, burst, steps)| Scenario {
             tpm,
             headroom,
             window_ms,
+            burst,
             steps,
         })
 }
@@ -112,6 +127,7 @@ async fn run(
     let policy = GovernorPolicy {
         headroom: Headroom::new(s.headroom).unwrap(),
         window: ShortWindow::from_millis(s.window_ms).unwrap(),
+        burst: BurstFactor::new(s.burst).unwrap(),
         down_after: Duration::from_secs(600),
     };
     let budget = DeploymentBudget {
@@ -129,7 +145,9 @@ async fn run(
     let mut blocked: Vec<(u64, u64)> = Vec::new();
     for step in &s.steps {
         let gap = match step {
-            Step::Call { gap_ms, .. } | Step::Throttled { gap_ms, .. } => *gap_ms,
+            Step::Call { gap_ms, .. }
+            | Step::Throttled { gap_ms, .. }
+            | Step::Reported { gap_ms, .. } => *gap_ms,
         };
         now += gap;
         running.sort_by_key(|r| r.0);
@@ -193,11 +211,37 @@ async fn run(
                 let (Throttle::CoolingDown { until } | Throttle::Down { until }) = t;
                 blocked.push((now, until.0));
             }
+            Step::Reported {
+                remaining_permille,
+                remaining_requests,
+                ..
+            } => {
+                let remaining = limits.tokens * u64::from(remaining_permille) / 1_000;
+                let reported = ReportedRemaining {
+                    tokens: Some(remaining),
+                    requests: Some(remaining_requests),
+                };
+                governor
+                    .observe_remaining(&deployment, reported, EpochMillis(now))
+                    .await
+                    .unwrap();
+                let probe = governor
+                    .admit(&deployment, Tokens(remaining + 1), EpochMillis(now))
+                    .await
+                    .unwrap();
+                prop_assert!(
+                    !matches!(probe, Admission::Admitted(_)),
+                    "{} tokens admitted right after the deployment reported {remaining} left",
+                    remaining + 1
+                );
+            }
         }
     }
 
     let window_ms = s.window_ms;
+    // A charge counts as the ledger held it when the entry left the window measured.
     let windows = |length: u64| -> Vec<(u64, u64, u64)> {
+        let held_for = if length >= 60_000 { 60_000 } else { window_ms };
         admitted
             .iter()
             .map(|start| {
@@ -205,7 +249,7 @@ async fn run(
                     .iter()
                     .filter(|a| a.at >= start.at && a.at < start.at + length);
                 let (tokens, requests) =
-                    inside.fold((0u64, 0u64), |(t, r), a| (t + a.charge(window_ms), r + 1));
+                    inside.fold((0u64, 0u64), |(t, r), a| (t + a.charge(held_for), r + 1));
                 (start.at, tokens, requests)
             })
             .collect()

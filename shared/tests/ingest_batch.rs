@@ -3,6 +3,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
+use std::time::Duration;
+
 use serde_json::Value;
 use stormgate_shared::classifier::Classifier;
 use stormgate_shared::clock::{EpochMillis, ManualClock};
@@ -14,9 +16,9 @@ use stormgate_shared::ingest::{
 use stormgate_shared::job::{JobId, SummaryKind, Tier};
 use stormgate_shared::sample_events::{rng, storm_event, sys_id};
 use stormgate_shared::snapshot::TicketSnapshot;
-use stormgate_shared::store::Store;
 use stormgate_shared::store::memory::MemoryStore;
 use stormgate_shared::store::redis::RedisStore;
+use stormgate_shared::store::{AgingPolicy, Store};
 use stormgate_shared::testing::redis_server::RedisServer;
 use stormgate_shared::ticket_id::TicketId;
 
@@ -273,7 +275,7 @@ async fn batch_fails_only_when_redis_is_unreachable() {
 }
 
 #[tokio::test]
-async fn customer_impacting_tickets_get_a_customer_job_on_the_premium_tier_when_severe() {
+async fn severe_customer_impacting_tickets_get_a_premium_technician_and_a_standard_customer_job() {
     let store = MemoryStore::new();
     let mut r = rng(7);
     let mut e = storm_event(&mut r, 11, 1, 10_000);
@@ -290,7 +292,21 @@ async fn customer_impacting_tickets_get_a_customer_job_on_the_premium_tier_when_
         kind: SummaryKind::Customer,
     };
     assert!(store.job_exists(&customer).await.unwrap());
-    let stats = store.queue_stats(Tier::Premium).await.unwrap();
-    assert_eq!(stats.pending, 2);
-    assert_eq!(stats.pending_by_severity[0], 2);
+    let premium = store.queue_stats(Tier::Premium).await.unwrap();
+    assert_eq!((premium.pending, premium.pending_by_severity[0]), (1, 1));
+    let standard = store.queue_stats(Tier::Standard).await.unwrap();
+    assert_eq!((standard.pending, standard.pending_by_severity[0]), (1, 1));
+    let customer_lease = store
+        .lease(
+            Tier::Standard,
+            EpochMillis(u64::MAX / 2),
+            Duration::from_secs(60),
+            1,
+            AgingPolicy {
+                promote_every: Duration::from_secs(300),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(customer_lease[0].job.id, customer);
 }

@@ -294,6 +294,96 @@ async fn lease_serves_most_severe_first_then_earliest_then_by_job_id(store: &dyn
     );
 }
 
+async fn pending_jobs_lists_the_serve_order_without_leasing(store: &dyn Store) {
+    let p3_early = technician_job(1, P3, 1_000);
+    let p1_late = technician_job(2, P1, 5_000);
+    let p1_early = technician_job(3, P1, 2_000);
+    let p2_tie_b = technician_job(5, P2, 3_000);
+    let p2_tie_a = technician_job(4, P2, 3_000);
+    let standard = in_tier(technician_job(6, P1, 0), Tier::Standard);
+    let jobs = [
+        p3_early.clone(),
+        p1_late.clone(),
+        p1_early.clone(),
+        p2_tie_b.clone(),
+        p2_tie_a.clone(),
+        standard,
+    ];
+    assert_eq!(store.enqueue(&jobs).await.unwrap(), 6);
+    let slow_aging = AgingPolicy {
+        promote_every: Duration::from_secs(3_600),
+    };
+    let listed = store
+        .pending_jobs(Tier::Premium, 10, slow_aging)
+        .await
+        .unwrap();
+    let order = [p1_early, p1_late, p2_tie_a, p2_tie_b, p3_early];
+    assert_eq!(
+        listed.iter().map(id).collect::<Vec<_>>(),
+        order.iter().map(id).collect::<Vec<_>>()
+    );
+    assert!(listed.iter().all(|j| j.tier == Tier::Premium));
+    let first_two = store
+        .pending_jobs(Tier::Premium, 2, slow_aging)
+        .await
+        .unwrap();
+    assert_eq!(
+        first_two.iter().map(id).collect::<Vec<_>>(),
+        order[..2].iter().map(id).collect::<Vec<_>>()
+    );
+    // Listing leased nothing: the drain serves the same order.
+    assert_eq!(
+        drain(store, Tier::Premium, slow_aging).await,
+        order.iter().map(id).collect::<Vec<_>>()
+    );
+}
+
+async fn lease_jobs_takes_exactly_the_named_pending_jobs(store: &dyn Store) {
+    let a = technician_job(1, P1, 1_000);
+    let b = technician_job(2, P4, 2_000);
+    let c = technician_job(3, P2, 3_000);
+    let elsewhere = in_tier(technician_job(4, P1, 0), Tier::Standard);
+    store
+        .enqueue(&[a.clone(), b.clone(), c.clone(), elsewhere.clone()])
+        .await
+        .unwrap();
+    let held = lease_one(store, Tier::Premium).await.unwrap();
+    assert_eq!(held.job.id, a.id);
+
+    // `a` is leased already, `elsewhere` is in another tier, `missing` was never queued.
+    let missing = technician_job(9, P1, 0);
+    let leases = store
+        .lease_jobs(
+            Tier::Premium,
+            &[
+                c.id.clone(),
+                a.id.clone(),
+                elsewhere.id.clone(),
+                b.id.clone(),
+                missing.id,
+            ],
+            NOW,
+            LEASE_FOR,
+        )
+        .await
+        .unwrap();
+    let ids: Vec<String> = leases.iter().map(|l| id(&l.job)).collect();
+    assert_eq!(ids, [id(&c), id(&b)]);
+    assert!(leases.iter().all(|l| l.expires_at == NOW.plus(LEASE_FOR)));
+    assert_ne!(leases[0].token, leases[1].token);
+    assert_ne!(leases[0].token, held.token);
+    assert!(
+        lease_one(store, Tier::Premium).await.is_none(),
+        "nothing pending is left"
+    );
+    // They are real leases: released to another tier, acknowledged, or reclaimed.
+    assert!(store.release(&leases[0], Tier::Standard).await.unwrap());
+    assert!(store.ack(&leases[1]).await.unwrap());
+    assert!(!store.ack(&leases[1]).await.unwrap());
+    let standard = drain(store, Tier::Standard, aging()).await;
+    assert_eq!(standard, [id(&elsewhere), id(&c)]);
+}
+
 async fn waiting_promotes_one_severity_step_per_promote_every(store: &dyn Store) {
     let step = 60_000;
     let base = 1_000_000;
@@ -980,6 +1070,8 @@ conformance!(
     ingest_keeps_a_better_summary_than_the_instant_one,
     summaries_keep_the_latest_version_and_prefer_llm_at_equal_version,
     lease_serves_most_severe_first_then_earliest_then_by_job_id,
+    pending_jobs_lists_the_serve_order_without_leasing,
+    lease_jobs_takes_exactly_the_named_pending_jobs,
     waiting_promotes_one_severity_step_per_promote_every,
     the_aging_policy_is_applied_when_leasing,
     lease_takes_jobs_sharing_the_coalescing_key_up_to_the_cap,

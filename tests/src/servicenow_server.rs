@@ -44,12 +44,20 @@ struct Inner {
 pub struct FakeServiceNow {
     addr: SocketAddr,
     inner: Arc<Mutex<Inner>>,
+    running: Option<Running>,
+}
+
+/// The serving task and how to stop it.
+struct Running {
+    stop: tokio::sync::oneshot::Sender<()>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Drop for FakeServiceNow {
     fn drop(&mut self) {
-        self.task.abort();
+        if let Some(running) = self.running.take() {
+            running.task.abort();
+        }
     }
 }
 
@@ -61,15 +69,29 @@ impl FakeServiceNow {
             password: password.into(),
             ..Inner::default()
         }));
-        let app = Router::new()
-            .route("/api/now/table/incident/{sys_id}", patch(update_incident))
-            .with_state(inner.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let task = tokio::spawn(async move {
-            axum::serve(listener, app).await.unwrap();
-        });
-        FakeServiceNow { addr, inner, task }
+        let running = serve(listener, inner.clone());
+        FakeServiceNow {
+            addr,
+            inner,
+            running: Some(running),
+        }
+    }
+
+    /// Takes the instance down: open connections are closed and new ones refused.
+    pub async fn stop(&mut self) {
+        if let Some(running) = self.running.take() {
+            let _ = running.stop.send(());
+            let _ = running.task.await;
+        }
+    }
+
+    /// Brings the instance back on the same address, with what it had received.
+    pub async fn restart(&mut self) {
+        self.stop().await;
+        let listener = tokio::net::TcpListener::bind(self.addr).await.unwrap();
+        self.running = Some(serve(listener, self.inner.clone()));
     }
 
     pub fn instance_url(&self) -> String {
@@ -93,6 +115,22 @@ impl FakeServiceNow {
     pub fn attempts(&self) -> usize {
         self.inner.lock().unwrap().attempts
     }
+}
+
+fn serve(listener: tokio::net::TcpListener, inner: Arc<Mutex<Inner>>) -> Running {
+    let app = Router::new()
+        .route("/api/now/table/incident/{sys_id}", patch(update_incident))
+        .with_state(inner);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async {
+                let _ = stopped.await;
+            })
+            .await
+            .unwrap();
+    });
+    Running { stop, task }
 }
 
 async fn update_incident(

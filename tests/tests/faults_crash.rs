@@ -67,20 +67,27 @@ async fn a_handler_killed_mid_dispatch_and_mid_summarize_loses_no_job_and_repeat
     assert!(orphaned > 0);
 
     // Mid-summarize. Restarted, the handler hands out everything else; its tier
-    // invocations are inside their Azure OpenAI calls when it is killed again.
+    // invocations are inside their Azure OpenAI calls (slow ones) when it is killed again.
     rig.handler.restart().await;
     rig.advance_clock(Duration::from_secs(5));
     let tick = rig.host.dispatch(&rig.handler_url()).await;
     assert!(tick.is_success(), "{:?} {}", tick.status, tick.body);
     let handed_off = rig.host.queued(Tier::Premium) + rig.host.queued(Tier::Standard);
     assert!(handed_off > 0, "{}", tick.body);
+    rig.slow_answers(Duration::from_secs(5));
     let kill = rig.handler.kill_switch();
     let url = rig.handler_url();
     let (answers, ()) = tokio::join!(rig.host.deliver(&url), async {
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        tokio::time::sleep(Duration::from_millis(800)).await;
         kill.fire();
     });
     assert!(answers.iter().all(|a| !a.is_success()), "killed mid-call");
+    let in_flight = rig.llm.exchanges().len();
+    assert!(
+        in_flight > 0,
+        "the tier invocations were calling Azure OpenAI"
+    );
+    rig.slow_answers(Duration::ZERO);
     assert_eq!(
         rig.host.queued(Tier::Premium) + rig.host.queued(Tier::Standard),
         handed_off,
@@ -90,8 +97,8 @@ async fn a_handler_killed_mid_dispatch_and_mid_summarize_loses_no_job_and_repeat
     // The host starts the handler again and redelivers; the orphaned group has no
     // message anywhere: only its lease running out brings it back.
     rig.handler.restart().await;
-    let worker = rig.worker_url();
-    rig.host.deliver(&worker).await;
+    let url = rig.handler_url();
+    rig.host.deliver(&url).await;
     assert_eq!(leased(&rig, Tier::Premium).await, orphaned);
     rig.advance_clock(PAST_THE_LEASE);
     let ticks = rig.settle(10).await;

@@ -56,9 +56,9 @@ async fn with_aof_a_redis_crash_mid_run_is_recovered_by_the_pipeline_itself() {
 
     // Redis is killed while the tier functions are inside their LLM calls, and comes
     // back on its own (the platform restarts it).
-    let worker = rig.worker_url();
+    let url = rig.handler_url();
     let redis = &mut rig.redis;
-    let (answers, ()) = tokio::join!(rig.host.deliver(&worker), async {
+    let (answers, ()) = tokio::join!(rig.host.deliver(&url), async {
         tokio::time::sleep(Duration::from_millis(100)).await;
         tokio::task::block_in_place(|| redis.crash_and_restart().unwrap());
     });

@@ -73,9 +73,11 @@ async fn assert_each_note_delivered_once(rig: &Rig, events: &[Value]) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_throttled_servicenow_delays_work_notes_not_summaries_and_they_catch_up() {
     let mut rig = servicenow_rig().await;
-    let servicenow = rig.servicenow.as_ref().unwrap();
     // The integration user's hourly limit is spent: two minutes to wait.
-    servicenow.script([SnReply::RateLimited(120)]);
+    rig.servicenow
+        .as_ref()
+        .unwrap()
+        .set_default(SnReply::RateLimited(120));
     let events = tickets();
     let expected = Rig::expected_jobs(&events);
     let all = rig.topic.produce(events.clone());
@@ -86,19 +88,24 @@ async fn a_throttled_servicenow_delays_work_notes_not_summaries_and_they_catch_u
     assert_summaries_served(&rig, &events).await;
     let servicenow = rig.servicenow.as_ref().unwrap();
     assert!(servicenow.notes().is_empty());
-    assert_eq!(
-        servicenow.attempts(),
-        1,
-        "nothing is sent while Retry-After runs"
-    );
+    let attempts = servicenow.attempts();
 
-    // Before Retry-After ends the outbox stays put; after it, one tick delivers all.
+    // While Retry-After runs no instance calls ServiceNow; once it has passed, the
+    // dispatch tick delivers the whole backlog.
     rig.advance_clock(Duration::from_secs(60));
-    rig.rollup().await;
-    assert_eq!(rig.servicenow.as_ref().unwrap().attempts(), 1);
+    rig.dispatch().await;
+    assert_eq!(
+        rig.servicenow.as_ref().unwrap().attempts(),
+        attempts,
+        "ServiceNow was called during its Retry-After"
+    );
+    rig.servicenow.as_ref().unwrap().set_default(SnReply::Ok);
     rig.advance_clock(Duration::from_secs(61));
-    let tick = rig.rollup().await;
-    assert_eq!(tick["work_notes"]["delivered"], 8, "{tick}");
+    let tick = rig.dispatch().await;
+    assert_eq!(
+        tick["work_notes"]["delivered"], 8,
+        "every waiting note is delivered once ServiceNow takes them: {tick}"
+    );
     assert_each_note_delivered_once(&rig, &events).await;
     rig.assert_nothing_duplicated(1);
 }
@@ -122,12 +129,15 @@ async fn a_servicenow_outage_delays_work_notes_not_summaries_and_they_catch_up()
     // Still down at the next attempt, back at the one after: the outbox backs off
     // (a minute, then two) and delivers when it can.
     rig.advance_clock(Duration::from_secs(61));
-    let tick = rig.rollup().await;
+    let tick = rig.dispatch().await;
     assert_eq!(tick["work_notes"]["delivered"], 0, "{tick}");
     rig.servicenow.as_ref().unwrap().set_default(SnReply::Ok);
     rig.advance_clock(Duration::from_secs(121));
-    let tick = rig.rollup().await;
-    assert_eq!(tick["work_notes"]["delivered"], 8, "{tick}");
+    let tick = rig.dispatch().await;
+    assert_eq!(
+        tick["work_notes"]["delivered"], 8,
+        "every waiting note is delivered once ServiceNow takes them: {tick}"
+    );
     assert_each_note_delivered_once(&rig, &events).await;
     rig.assert_nothing_duplicated(1);
 }

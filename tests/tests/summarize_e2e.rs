@@ -121,6 +121,7 @@ impl Lab {
                 ..SummarizeSettings::default()
             },
             rng: Mutex::new(SmallRng::seed_from_u64(seed)),
+            related: None,
         }
     }
 
@@ -302,34 +303,38 @@ async fn throttled_storm(headers: HeaderVariant, retry_after_ms: u64) {
 #[tokio::test]
 async fn throttled_with_retry_after_only() {
     throttled_storm(HeaderVariant::RetryAfterOnly, 7_000).await;
+    cooldown_respected_by_a_second_worker(HeaderVariant::RetryAfterOnly, 7_000).await;
 }
 
 #[tokio::test]
 async fn throttled_with_retry_after_ms() {
     throttled_storm(HeaderVariant::RetryAfterMsOnly, 1_500).await;
+    cooldown_respected_by_a_second_worker(HeaderVariant::RetryAfterMsOnly, 1_500).await;
 }
 
 #[tokio::test]
 async fn throttled_with_reset_tokens_only() {
     throttled_storm(HeaderVariant::ResetTokensOnly, 6_000).await;
+    cooldown_respected_by_a_second_worker(HeaderVariant::ResetTokensOnly, 6_000).await;
 }
 
 #[tokio::test]
 async fn throttled_with_the_wait_only_in_the_message_text() {
     throttled_storm(HeaderVariant::MessageTextOnly, 9_000).await;
+    cooldown_respected_by_a_second_worker(HeaderVariant::MessageTextOnly, 9_000).await;
 }
 
-#[tokio::test]
-async fn a_cooldown_set_by_one_worker_is_respected_by_a_second() {
+/// Worker A meets one 429 whose wait comes only from `headers` and falls back at once;
+/// worker B, at the same instant, must not call before that wait has passed.
+async fn cooldown_respected_by_a_second_worker(headers: HeaderVariant, retry_after_ms: u64) {
     let lab = Lab::start(Faults {
         throttle_rate: 1.0,
-        throttle_retry_after_ms: 20_000,
-        headers: HeaderVariant::RetryAfterOnly,
+        throttle_retry_after_ms: retry_after_ms,
+        headers,
         ..Faults::default()
     })
     .await;
     lab.ingest(2, 1, &[SummaryKind::Technician]).await;
-    // Worker A has one attempt: it meets the 429, reports it, and falls back at once.
     let a = lab.worker(
         3,
         RetryPolicy {
@@ -343,17 +348,24 @@ async fn a_cooldown_set_by_one_worker_is_respected_by_a_second() {
     let out_a = a.summarize_group(&group_a, None).await.unwrap();
     assert_eq!(out_a.calls.len(), 1);
     assert_eq!(lab.clock.now(), start, "A did not wait");
-    // Worker B, at the same instant, must not call before A's cooldown ends.
     let group_b = lab.lease_one().await;
     let out_b = b.summarize_group(&group_b, None).await.unwrap();
     let first_b = out_b.calls.first().expect("B called after the cooldown");
+    // Whole seconds when the hint is: retry-after, reset-tokens and the message round up.
+    let hinted = Duration::from_millis(retry_after_ms);
     assert!(
-        first_b.started_at >= start.plus(Duration::from_secs(20)),
-        "B called {} ms into A's 20 s cooldown",
-        first_b.started_at.since(start).as_millis()
+        first_b.started_at >= start.plus(hinted),
+        "{headers:?}: B called {} ms into A's {} ms cooldown",
+        first_b.started_at.since(start).as_millis(),
+        hinted.as_millis()
     );
     lab.assert_every_job_has_a_summary(2, SummaryKind::Technician)
         .await;
+}
+
+#[tokio::test]
+async fn a_cooldown_set_by_one_worker_is_respected_by_a_second() {
+    cooldown_respected_by_a_second_worker(HeaderVariant::RetryAfterOnly, 20_000).await;
 }
 
 #[tokio::test]
@@ -370,6 +382,25 @@ async fn a_daily_quota_is_not_waited_out_and_no_worker_calls_again() {
         1,
         "one 429 with 86400 s takes the deployment out"
     );
+    // Another worker with work of its own does not call either.
+    let more: Vec<_> = (7..=8)
+        .map(|n| {
+            record(
+                &event(n, n, 1),
+                &[SummaryKind::Technician],
+                Tier::Premium,
+                T0,
+            )
+        })
+        .collect();
+    lab.store.ingest(&more).await.unwrap();
+    let second = lab.drain(&lab.worker(55, policy())).await;
+    assert_eq!(second.len(), 2);
+    assert_eq!(
+        lab.requests(),
+        1,
+        "the second worker respected the down mark"
+    );
     assert_eq!(lab.clock.now(), T0, "nothing waited");
     assert!(first.iter().all(|(_, o)| matches!(
         o.summaries.values().next(),
@@ -377,7 +408,7 @@ async fn a_daily_quota_is_not_waited_out_and_no_worker_calls_again() {
             reason: GiveUp::DeploymentDown { .. }
         })
     )));
-    lab.assert_every_job_has_a_summary(6, SummaryKind::Technician)
+    lab.assert_every_job_has_a_summary(8, SummaryKind::Technician)
         .await;
 }
 
@@ -404,7 +435,7 @@ async fn timeouts_are_retried_within_the_bound() {
         ..Faults::default()
     })
     .await;
-    lab.ingest(2, 1, &[SummaryKind::Technician]).await;
+    lab.ingest(3, 1, &[SummaryKind::Technician]).await;
     let outcomes = lab.drain(&lab.worker(7, policy())).await;
     assert_calls_within_bound(&outcomes, policy().max_attempts);
     for (_, o) in &outcomes {
@@ -415,7 +446,8 @@ async fn timeouts_are_retried_within_the_bound() {
                 .all(|c| c.error.as_deref() == Some("timed out"))
         );
     }
-    lab.assert_every_job_has_a_summary(2, SummaryKind::Technician)
+    assert_spread(&retry_waits(&outcomes), Duration::from_millis(300));
+    lab.assert_every_job_has_a_summary(3, SummaryKind::Technician)
         .await;
 }
 
@@ -429,12 +461,15 @@ async fn slow_answers_within_the_timeout_still_count() {
     .await;
     lab.ingest(3, 1, &[SummaryKind::Technician]).await;
     let outcomes = lab.drain(&lab.worker(8, policy())).await;
-    assert_eq!(lab.requests(), 3);
+    assert_eq!(lab.requests(), 3, "one call per job, none retried");
+    assert_calls_within_bound(&outcomes, 1);
     assert!(
         outcomes
             .iter()
             .all(|(_, o)| o.summaries.values().all(|s| *s == SummarySource::Llm))
     );
+    lab.assert_every_job_has_a_summary(3, SummaryKind::Technician)
+        .await;
 }
 
 #[tokio::test]
@@ -509,6 +544,95 @@ async fn customer_notices_on_the_llm_path_leak_nothing_from_the_tickets() {
             );
         }
     }
+}
+
+/// The project's leak corpus (shared/tests/fixtures/leak_corpus): tickets with the
+/// internal details planted in them.
+fn leak_corpus() -> Vec<(String, serde_json::Value, Vec<String>)> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/tests/fixtures/leak_corpus");
+    let mut cases: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .map(|p| {
+            let case: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+            let planted = case["planted"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_str().unwrap().to_owned())
+                .collect();
+            (p.display().to_string(), case["ticket"].clone(), planted)
+        })
+        .collect();
+    cases.sort_by(|a, b| a.0.cmp(&b.0));
+    assert!(cases.len() >= 4, "leak corpus missing in {}", dir.display());
+    cases
+}
+
+/// Summarizes every corpus ticket's customer notice with `faults` and checks each
+/// notice against what was planted in its ticket; returns the notices' sources.
+async fn corpus_notices_leak_nothing(faults: Faults) -> Vec<SummarySource> {
+    let lab = Lab::start(faults).await;
+    let corpus = leak_corpus();
+    let mut records: Vec<_> = corpus
+        .iter()
+        .map(|(_, ticket, _)| record(ticket, &[SummaryKind::Customer], Tier::Premium, T0))
+        .collect();
+    for job in records.iter_mut().flat_map(|r| r.jobs.iter_mut()) {
+        job.deadline = T0.plus(Duration::from_secs(3_600));
+    }
+    lab.store.ingest(&records).await.unwrap();
+    let outcomes = lab.drain(&lab.worker(12, policy())).await;
+    let notices: Vec<_> = outcomes.iter().flat_map(|(_, o)| &o.notices).collect();
+    assert_eq!(notices.len(), corpus.len());
+    for (name, ticket_json, planted) in &corpus {
+        let id = ticket_json["sys_id"].as_str().unwrap();
+        let notice = notices
+            .iter()
+            .find(|n| n.ticket.as_str() == id)
+            .unwrap_or_else(|| panic!("{name}: no notice"));
+        let lower = notice.text.to_lowercase();
+        for p in planted {
+            assert!(
+                !lower.contains(&p.to_lowercase()),
+                "{name}: {p:?} leaked in {:?}",
+                notice.text
+            );
+        }
+        let context = ScrubContext::from_ticket(&ticket(ticket_json));
+        assert_eq!(find_leaks(&notice.text, &context), vec![], "{name}");
+    }
+    outcomes
+        .into_iter()
+        .flat_map(|(_, o)| o.summaries.into_values())
+        .collect()
+}
+
+#[tokio::test]
+async fn the_leak_corpus_leaks_nothing_through_the_simulator() {
+    let sources = corpus_notices_leak_nothing(Faults::default()).await;
+    assert!(
+        sources.iter().all(|s| *s == SummarySource::Llm),
+        "{sources:?}"
+    );
+}
+
+#[tokio::test]
+async fn the_leak_corpus_leaks_nothing_on_the_extractive_path() {
+    let sources = corpus_notices_leak_nothing(Faults {
+        content_filter_rate: 1.0,
+        ..Faults::default()
+    })
+    .await;
+    assert!(
+        sources
+            .iter()
+            .all(|s| matches!(s, SummarySource::Extractive { .. })),
+        "{sources:?}"
+    );
 }
 
 async fn redis_connection(redis: &RedisServer) -> redis::aio::ConnectionManager {

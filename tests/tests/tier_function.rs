@@ -112,6 +112,7 @@ async fn a_handoff_is_summarized_acknowledged_and_notices_go_to_kafka() {
         standard: deployment(Tier::Standard, "standard-sim"),
         settings: SummarizeSettings::default(),
         work_notes: None,
+        related: None,
         seed: 1,
     });
 

@@ -7,23 +7,16 @@
 
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context;
-use azure_identity::{ManagedIdentityCredential, ManagedIdentityCredentialOptions, UserAssignedId};
 use stormgate_handlers::app::{AppState, app};
-use stormgate_handlers::config::{OpenAiAuth as OpenAiAuthSetting, Settings, TierSettings};
+use stormgate_handlers::config::Settings;
 use stormgate_handlers::fault_injection;
-use stormgate_handlers::functions::summarize::SummarizeRuntime;
 use stormgate_handlers::lazy_store::LazyStore;
-use stormgate_handlers::openai::{AzureOpenAiClient, OpenAiAuth, OpenAiConfig};
 use stormgate_handlers::redis_connector::RedisConnector;
 use stormgate_handlers::secrets::{KeyVaultSecrets, SecretSource};
 use stormgate_handlers::system_clock::SystemClock;
-use stormgate_handlers::telemetry;
-use stormgate_shared::clock::Clock;
-use stormgate_shared::job::Tier;
-use stormgate_shared::summarize::{Deployment, SummarizeSettings};
+use stormgate_handlers::{telemetry, tier_runtime};
 use stormgate_shared::token_estimate::{self, Encoding};
 
 #[tokio::main]
@@ -62,12 +55,21 @@ async fn run() -> anyhow::Result<()> {
     );
 
     warm_tokenizers(&settings);
-    let store = LazyStore::new(Arc::new(RedisConnector::new(
-        settings.redis.clone(),
-        settings.azure_client_id.clone(),
-    )));
+    let connector = RedisConnector::new(settings.redis.clone(), settings.azure_client_id.clone());
+    let store = LazyStore::new(Arc::new(connector.clone()));
     let state = AppState::new(settings.clone(), store, clock.clone());
-    let runtime = summarize_runtime(&settings, &state, clock)?;
+    // The tier functions share the state's governor: one budget per deployment for
+    // dispatch and every retry alike. Nothing here touches the network.
+    let runtime = tier_runtime::build(
+        &settings,
+        state.governor.clone(),
+        clock,
+        &connector,
+        std::process::id().into(),
+    )?;
+    if settings.servicenow.is_some() {
+        tracing::info!("ServiceNow work-note write-back enabled");
+    }
     let state = state.with_summarization(runtime);
     axum::serve(listener, app(state))
         .with_graceful_shutdown(shutdown_requested())
@@ -75,58 +77,6 @@ async fn run() -> anyhow::Result<()> {
     tracing::info!("stormgate handler stopped");
     Ok(())
 }
-
-/// The tier functions' Azure OpenAI client and deployments. The runtime shares the
-/// state's governor: one budget per deployment for dispatch and every retry alike.
-/// Nothing here touches the network; tokens are fetched on the first call.
-fn summarize_runtime(
-    settings: &Settings,
-    state: &AppState,
-    clock: Arc<dyn Clock>,
-) -> anyhow::Result<SummarizeRuntime> {
-    let auth = match &settings.openai.auth {
-        OpenAiAuthSetting::ApiKey(key) => OpenAiAuth::ApiKey(key.expose().to_owned()),
-        OpenAiAuthSetting::ManagedIdentity => {
-            let options = ManagedIdentityCredentialOptions {
-                user_assigned_id: settings
-                    .azure_client_id
-                    .clone()
-                    .map(UserAssignedId::ClientId),
-                ..Default::default()
-            };
-            let credential = ManagedIdentityCredential::new(Some(options))
-                .context("cannot set up the managed identity for AZURE_OPENAI_AUTH")?;
-            OpenAiAuth::Entra(credential)
-        }
-    };
-    let config = OpenAiConfig {
-        endpoint: settings.openai.endpoint.clone(),
-        api_version: settings.openai.api_version.clone(),
-        timeout: OPENAI_TIMEOUT,
-    };
-    let client = AzureOpenAiClient::new(config, auth, clock)
-        .context("cannot set up the Azure OpenAI client (AZURE_OPENAI_ENDPOINT)")?;
-    let deployment = |tier, t: &TierSettings| Deployment {
-        tier,
-        name: t.deployment.to_string(),
-        model: t.model.clone(),
-    };
-    Ok(SummarizeRuntime {
-        client: Arc::new(client),
-        governor: state.governor.clone(),
-        premium: deployment(Tier::Premium, &settings.premium),
-        standard: deployment(Tier::Standard, &settings.standard),
-        settings: SummarizeSettings::default(),
-        // ServiceNow write-back needs its Redis outbox connected, which start-up must not
-        // wait for; the tier functions store and serve summaries without it.
-        work_notes: None,
-        seed: std::process::id().into(),
-    })
-}
-
-/// One chat completion, connection to last byte. Long enough for a slow answer of a few
-/// hundred tokens; short enough that a hung call is retried well inside the lease.
-const OPENAI_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Builds the deployments' tokenizers off the request path: building one takes about a
 /// second of CPU, which the first `classify` would otherwise pay. A failure only means

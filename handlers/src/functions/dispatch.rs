@@ -3,12 +3,21 @@
 //! it as the same [`AdmittedGroup`]); each job spilled to the extractive tier is settled
 //! here, with its degraded extractive summary stored and its lease acknowledged.
 //!
+//! When ServiceNow write-back is configured, the tick then drains the work-note outbox
+//! for a bounded time ([`WORK_NOTE_DRAIN_BUDGET`]): the timer runs every 5 s on one
+//! instance at a time, so notes that failed are retried soon after ServiceNow is back
+//! (or its Retry-After has passed), and a slow ServiceNow delays the tick by at most
+//! the budget. A drain failure is logged and never fails the tick.
+//!
 //! A failed tick answers non-2xx and the host discards its outputs: the jobs it leased
 //! are handed back to their queues before it answers (`dispatch_once`), or, when Redis
 //! is too far gone for that, come back when their leases expire; a later tick (the
-//! timer fires every 5 s) dispatches them again. Nothing is lost, only delayed. A failure to settle one spilled job does not
+//! timer fires every 5 s) dispatches them again. Nothing is lost, only delayed. A
+//! failure to settle one spilled job does not
 //! fail the tick (that would discard the other groups' messages): its lease expires and
 //! it is dispatched again.
+
+use std::time::Duration;
 
 use axum::extract::State;
 use serde::Serialize;
@@ -24,11 +33,17 @@ use stormgate_shared::store::{Store, StoreError};
 use crate::app::AppState;
 use crate::error::ApiError;
 use crate::invocation::{InvocationRequest, InvocationResponse};
+use crate::servicenow::DeliveryReport;
 
 pub const TIMER_BINDING: &str = "timer";
 /// Queue output bindings, one per tier (queues `summarize-premium` / `summarize-standard`).
 pub const PREMIUM_QUEUE_BINDING: &str = "premiumQueue";
 pub const STANDARD_QUEUE_BINDING: &str = "standardQueue";
+
+/// Wall time a tick may spend retrying pending work notes.
+pub const WORK_NOTE_DRAIN_BUDGET: Duration = Duration::from_secs(2);
+/// Pending work notes retried per tick at most.
+pub const WORK_NOTES_PER_TICK: usize = 50;
 
 /// The invocation's `ReturnValue`: what the tick did, for the Functions monitor.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -37,6 +52,9 @@ pub struct DispatchReport {
     pub premium_messages: usize,
     pub standard_messages: usize,
     pub extractive: ExtractiveReport,
+    /// The work-note outbox drain; absent when write-back is off or the drain failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub work_notes: Option<DeliveryReport>,
 }
 
 /// How the jobs spilled to the extractive tier were settled.
@@ -75,6 +93,7 @@ pub async fn run(
         premium_messages: premium.len(),
         standard_messages: standard.len(),
         extractive,
+        work_notes: drain_work_notes(&state).await,
     };
     let mut response = InvocationResponse::new().with_return_value(&report)?;
     // Each message is an object: a bare string could be mistaken for base64 by the host.
@@ -85,6 +104,25 @@ pub async fn run(
         response = response.with_output(STANDARD_QUEUE_BINDING, standard)?;
     }
     Ok(response)
+}
+
+/// Retries the work notes that are due, within [`WORK_NOTE_DRAIN_BUDGET`].
+async fn drain_work_notes(state: &AppState) -> Option<DeliveryReport> {
+    let sink = state.summarization.as_ref()?.work_notes.as_ref()?;
+    match sink
+        .drain(
+            state.clock.as_ref(),
+            WORK_NOTES_PER_TICK,
+            WORK_NOTE_DRAIN_BUDGET,
+        )
+        .await
+    {
+        Ok(report) => Some(report),
+        Err(error) => {
+            tracing::warn!(%error, "work-note outbox not drained this tick");
+            None
+        }
+    }
 }
 
 fn messages(admitted: &[AdmittedGroup], tier: Tier) -> Vec<&AdmittedGroup> {

@@ -1,6 +1,6 @@
 //! `rollup` (timer, every minute): executive summary for each region whose roll-up is due,
 //! on the standard deployment when the governor admits the call, extractive otherwise.
-//! The same tick drains the ServiceNow work-note outbox, when write-back is configured.
+//! (The ServiceNow work-note outbox is drained by the `dispatch` tick, every 5 s.)
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -20,8 +20,6 @@ pub const TIMER_BINDING: &str = "timer";
 
 /// Tickets a roll-up reads per region (the most recent ones).
 const TICKETS_PER_ROLLUP: usize = 500;
-/// Pending work notes retried per tick.
-const WORK_NOTES_PER_TICK: usize = 50;
 
 pub async fn run(
     State(state): State<AppState>,
@@ -66,17 +64,7 @@ pub async fn run(
             "llm_calls": outcome.llm_calls,
         }));
     }
-    let work_notes = match &runtime.work_notes {
-        Some(sink) => match sink.drain(state.clock.as_ref(), WORK_NOTES_PER_TICK).await {
-            Ok(report) => Some(report),
-            Err(error) => {
-                tracing::warn!(%error, "work-note outbox not drained");
-                None
-            }
-        },
-        None => None,
-    };
     InvocationResponse::new()
-        .with_return_value(json!({"rollups": rolled, "work_notes": work_notes}))
+        .with_return_value(json!({"rollups": rolled}))
         .map_err(|e| ApiError::Internal(e.to_string()))
 }

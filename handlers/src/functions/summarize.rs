@@ -16,6 +16,7 @@ use stormgate_shared::dispatcher::AdmittedGroup;
 use stormgate_shared::governor::Governor;
 use stormgate_shared::job::Tier;
 use stormgate_shared::llm::LlmClient;
+use stormgate_shared::related_context::RelatedContext;
 use stormgate_shared::summarize::{Deployment, SummarizeSettings, TierWorker};
 
 use crate::app::AppState;
@@ -38,6 +39,8 @@ pub struct SummarizeRuntime {
     pub standard: Deployment,
     pub settings: SummarizeSettings,
     pub work_notes: Option<WorkNoteSink>,
+    /// Similar past incidents for technician prompts (Azure AI Search), if configured.
+    pub related: Option<Arc<dyn RelatedContext>>,
     /// Mixed into each invocation's jitter seed.
     pub seed: u64,
 }
@@ -94,6 +97,7 @@ async fn summarize(
         rng: Mutex::new(SmallRng::seed_from_u64(
             runtime.seed ^ rand::random::<u64>(),
         )),
+        related: runtime.related.as_deref(),
     };
     let outcome = worker.summarize_admitted(&handoff).await?;
 

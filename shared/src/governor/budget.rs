@@ -17,7 +17,8 @@ use crate::tokens::Tokens;
 /// Azure OpenAI grants 6 requests per minute for every 1,000 tokens per minute.
 pub const RPM_PER_1000_TPM: u64 = 6;
 
-const MINUTE_MS: u64 = 60_000;
+/// The span of Azure's token counter, which the ledger keeps its log for.
+pub const MINUTE_MS: u64 = 60_000;
 const AZURE_REQUEST_WINDOW_MS: u64 = 10_000;
 
 /// An Azure OpenAI deployment name: 1–64 of `[A-Za-z0-9._-]`, so it can sit inside a
@@ -126,8 +127,8 @@ pub struct ShortWindow(u64);
 pub struct ShortWindowError(pub u64);
 
 impl ShortWindow {
-    /// Azure evaluates rates over 1 s or 10 s windows; 10 s lets single calls of up to
-    /// a sixth of the TPM through while still forbidding a minute's budget in one burst.
+    /// Azure evaluates rates over 1 s or 10 s windows; 10 s holds calls of up to
+    /// [`BurstFactor`] sixths of the TPM while still forbidding a minute's budget in one burst.
     pub const DEFAULT: ShortWindow = ShortWindow(10_000);
 
     pub fn from_millis(ms: u64) -> Result<ShortWindow, ShortWindowError> {
@@ -186,37 +187,93 @@ impl DeploymentBudget {
     }
 }
 
-/// What the ledger may admit in any one window, after headroom.
+/// How many even shares of the minute's tokens one short window may hold, at least 1.
+///
+/// Azure counts tokens per minute and requests over short windows. With a factor of 1
+/// every short window holds exactly its even share (`TPM/6` per 10 s): calls of a sizeable
+/// fraction of that share then fit once per window and the rest of it is lost to
+/// fragmentation (a 2,000-token call in a 3,000-token window uses two thirds of it).
+/// The default 2 lets a window hold up to twice its share while the minute bound keeps
+/// the total at the quota, so a minute's budget still cannot go out in one burst.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct BurstFactor(u64);
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the governor burst factor must be between 1 and 6, got {0}")]
+pub struct BurstFactorError(pub u64);
+
+impl BurstFactor {
+    pub const DEFAULT: BurstFactor = BurstFactor(2);
+
+    pub fn new(factor: u64) -> Result<BurstFactor, BurstFactorError> {
+        if (1..=6).contains(&factor) {
+            Ok(BurstFactor(factor))
+        } else {
+            Err(BurstFactorError(factor))
+        }
+    }
+
+    pub fn get(self) -> u64 {
+        self.0
+    }
+}
+
+impl Default for BurstFactor {
+    fn default() -> Self {
+        BurstFactor::DEFAULT
+    }
+}
+
+impl<'de> Deserialize<'de> for BurstFactor {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        BurstFactor::new(u64::deserialize(d)?).map_err(serde::de::Error::custom)
+    }
+}
+
+/// What the ledger may admit, after headroom: per minute and per short window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WindowLimits {
     pub window_ms: u64,
-    /// Tokens admitted (as charged) in any window never exceed this.
+    /// Tokens admitted (as charged) in any short window never exceed this.
     pub tokens: u64,
-    /// Requests admitted in any window never exceed this.
+    /// Requests admitted in any short window never exceed this.
     pub requests: u64,
+    /// Tokens admitted (as charged) in any 60 s never exceed this: `TPM × (1 − headroom)`.
+    pub minute_tokens: u64,
 }
 
 impl WindowLimits {
-    /// `TPM × (1 − headroom) / windows-per-minute` tokens and the same share of RPM.
+    /// `TPM × (1 − headroom)` a minute; per short window, `burst` times the window's even
+    /// share of that (never more than the minute's) and the window's share of the RPM.
     ///
     /// The request limit is at least 1 whenever Azure itself allows one request per
     /// window, so a tiny deployment is slow rather than unusable; it never exceeds the
     /// un-headroomed `RPM × window / 60 s`.
-    pub fn for_budget(budget: &DeploymentBudget, headroom: Headroom, window: ShortWindow) -> Self {
+    pub fn for_budget(
+        budget: &DeploymentBudget,
+        headroom: Headroom,
+        window: ShortWindow,
+        burst: BurstFactor,
+    ) -> Self {
         let per_minute = window.per_minute();
-        let tokens = headroom.apply(budget.tpm) / per_minute;
+        let minute_tokens = headroom.apply(budget.tpm);
+        let tokens = (minute_tokens / per_minute)
+            .saturating_mul(burst.get())
+            .min(minute_tokens);
         let azure_requests = budget.rpm() / per_minute;
         let requests = (headroom.apply(budget.rpm()) / per_minute).max(azure_requests.min(1));
         WindowLimits {
             window_ms: window.as_millis(),
             tokens,
             requests,
+            minute_tokens,
         }
     }
 
     /// The largest single call that can ever be admitted.
     pub fn largest_call(&self) -> Tokens {
-        Tokens(self.tokens)
+        Tokens(self.tokens.min(self.minute_tokens))
     }
 }
 
@@ -234,17 +291,48 @@ mod tests {
 
     #[test]
     fn limits_are_a_window_share_of_the_headroomed_quota() {
-        let l = WindowLimits::for_budget(&budget(150_000), Headroom::DEFAULT, ShortWindow::DEFAULT);
+        let l = WindowLimits::for_budget(
+            &budget(150_000),
+            Headroom::DEFAULT,
+            ShortWindow::DEFAULT,
+            BurstFactor::new(1).unwrap(),
+        );
         assert_eq!(l.tokens, 22_500); // 150k × 0.9 / 6
+        assert_eq!(l.minute_tokens, 135_000);
         assert_eq!(l.requests, 135); // 900 RPM × 0.9 / 6
         assert_eq!(l.window_ms, 10_000);
     }
 
     #[test]
     fn tiny_deployment_still_gets_one_request_per_window() {
-        let l = WindowLimits::for_budget(&budget(1_000), Headroom::DEFAULT, ShortWindow::DEFAULT);
+        let l = WindowLimits::for_budget(
+            &budget(1_000),
+            Headroom::DEFAULT,
+            ShortWindow::DEFAULT,
+            BurstFactor::DEFAULT,
+        );
         assert_eq!(l.requests, 1);
-        assert_eq!(l.tokens, 150);
+        assert_eq!(l.tokens, 300);
+    }
+
+    #[test]
+    fn burst_lets_a_window_hold_more_than_its_share_but_never_the_minute() {
+        let b = budget(20_000);
+        let l = WindowLimits::for_budget(
+            &b,
+            Headroom::DEFAULT,
+            ShortWindow::DEFAULT,
+            BurstFactor::DEFAULT,
+        );
+        assert_eq!(l.tokens, 6_000); // 2 × 18,000 / 6
+        assert_eq!(l.minute_tokens, 18_000);
+        assert_eq!(l.requests, 18); // 120 RPM × 0.9 / 6
+        let most = BurstFactor::new(6).unwrap();
+        let l = WindowLimits::for_budget(&b, Headroom::DEFAULT, ShortWindow::DEFAULT, most);
+        assert_eq!(l.tokens, 18_000);
+        assert_eq!(l.largest_call(), Tokens(18_000));
+        assert!(BurstFactor::new(0).is_err());
+        assert!(BurstFactor::new(7).is_err());
     }
 
     #[test]

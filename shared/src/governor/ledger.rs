@@ -10,12 +10,27 @@
 //!   whose clock lags cannot slip an admission into a window that was already closed.
 //! - A deployment marked down (until `d > t`) answers `Down`; else one cooling down
 //!   (until `c > t`) answers `CoolingDown`.
-//! - Otherwise the call is admitted iff, over the entries admitted in `(t − W, t]`,
+//! - Otherwise the call is admitted iff, over the entries admitted in `(t − 60 s, t]`,
+//!   `charged + cost ≤ limits.minute_tokens`, and over those admitted in `(t − W, t]`,
 //!   `charged + cost ≤ limits.tokens` and `count + 1 ≤ limits.requests`; admitting
 //!   records `(t, cost)`. Else it answers `Deferred` at the first instant at which the
-//!   expiry of the oldest entries would make room (ignoring future refunds).
+//!   expiry of the oldest entries would make room in both (ignoring future refunds):
+//!   both conditions only get easier as entries leave, so that instant is the later of
+//!   the two windows' own.
 //! - Reconciling a reservation still in the window sets its charge to the real usage
 //!   (a refund when smaller). Reconciling twice is a no-op the second time.
+//! - External usage: the deployment itself reports what it has left
+//!   (`x-ratelimit-remaining-tokens` / `-requests`). When it reports fewer tokens (or
+//!   requests) than the ledger has free — tokens: the smaller of the short window's and
+//!   the minute's `limit − charged − external`; requests: the short window's — the
+//!   shortfall is added to the external reservation, so that exactly what the deployment
+//!   reported is free; the reservation (tokens and requests) then lasts until `t + W`.
+//!   Another app sharing the deployment, or the service charging more than we estimate,
+//!   is thereby held back until the window has moved on. A report of as much or more
+//!   changes nothing: the window's own limits stay the bound. While it lasts, the
+//!   external reservation counts in every admission, in the minute and the short window
+//!   alike (`charged + external + cost ≤ limit`, `count + external + 1 ≤ limit`), and a
+//!   deferral's `retry_at` accounts for its release at its end.
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -85,14 +100,41 @@ pub enum ThrottleKind {
     Down,
 }
 
+/// What a deployment reported it has left (`x-ratelimit-remaining-*`); `None` when
+/// the header was absent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ReportedRemaining {
+    pub tokens: Option<u64>,
+    pub requests: Option<u64>,
+}
+
+impl ReportedRemaining {
+    pub fn is_empty(&self) -> bool {
+        self.tokens.is_none() && self.requests.is_none()
+    }
+}
+
+/// The external reservation a deployment's own report set: budget the window holds
+/// back until `until` (zeros and no `until` when none is active).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ExternalUsage {
+    pub tokens: u64,
+    pub requests: u64,
+    pub until: Option<EpochMillis>,
+}
+
 /// A deployment's ledger state, fleet-wide, for gauges.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct LedgerSnapshot {
-    /// Tokens charged to the current window (reservations, refunds applied).
+    /// Tokens charged to the current short window (reservations, refunds applied).
     pub window_tokens: u64,
     pub window_requests: u64,
+    /// Tokens charged to the last 60 s.
+    pub minute_tokens: u64,
     pub cooldown_until: Option<EpochMillis>,
     pub down_until: Option<EpochMillis>,
+    /// The external reservation in force (see the module docs).
+    pub external: ExternalUsage,
     /// Cumulative since the ledger was created.
     pub admitted: u64,
     pub deferred: u64,
@@ -100,6 +142,8 @@ pub struct LedgerSnapshot {
     pub used_tokens: u64,
     pub refunded_tokens: u64,
     pub throttles: u64,
+    /// Reports of less remaining than the window had free.
+    pub shortfalls: u64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -144,6 +188,16 @@ pub trait Ledger: Send + Sync + std::fmt::Debug {
         kind: ThrottleKind,
         until: EpochMillis,
     ) -> Result<EpochMillis, LedgerError>;
+
+    /// Records what the deployment reported it has left at `now`; answers the external
+    /// reservation in force afterwards.
+    async fn observe_remaining(
+        &self,
+        deployment: &DeploymentName,
+        limits: &WindowLimits,
+        reported: ReportedRemaining,
+        now: EpochMillis,
+    ) -> Result<ExternalUsage, LedgerError>;
 
     async fn snapshot(
         &self,

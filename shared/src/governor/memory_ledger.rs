@@ -7,10 +7,10 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 
-use super::budget::{DeploymentName, WindowLimits};
+use super::budget::{DeploymentName, MINUTE_MS, WindowLimits};
 use super::ledger::{
-    Admission, Ledger, LedgerError, LedgerSnapshot, Reconciliation, Reservation, ReservationId,
-    ThrottleKind,
+    Admission, ExternalUsage, Ledger, LedgerError, LedgerSnapshot, Reconciliation,
+    ReportedRemaining, Reservation, ReservationId, ThrottleKind,
 };
 use crate::clock::EpochMillis;
 use crate::tokens::Tokens;
@@ -25,51 +25,190 @@ pub struct MemoryLedger {
 struct WindowState {
     latest_now: u64,
     seq: u64,
-    /// Admissions still in the window, oldest first: (admitted at, id).
+    /// Admissions of the last minute, oldest first: (admitted at, id).
     entries: VecDeque<(u64, u64)>,
     charges: HashMap<u64, u64>,
     reconciled: HashSet<u64>,
-    window_tokens: u64,
+    /// Charged tokens of every entry (the last minute's).
+    minute_tokens: u64,
+    /// The entries of the short window (the newest of `entries`), and their charges:
+    /// kept as they come and go so that no admission walks the window.
+    short: VecDeque<(u64, u64)>,
+    short_tokens: u64,
     cooldown_until: u64,
     down_until: u64,
+    /// The external reservation and when it ends (see the ledger rules).
+    ext_tokens: u64,
+    ext_requests: u64,
+    ext_until: u64,
     admitted: u64,
     deferred: u64,
     reserved_tokens: u64,
     used_tokens: u64,
     refunded_tokens: u64,
     throttles: u64,
+    shortfalls: u64,
 }
 
 impl WindowState {
-    /// Moves the ledger's timeline to `now` (never backwards) and drops expired entries.
+    /// Moves the ledger's timeline to `now` (never backwards) and drops the entries
+    /// older than the short window from it, and those older than a minute altogether.
     fn advance(&mut self, now: EpochMillis, window_ms: u64) -> u64 {
         let t = self.latest_now.max(now.0);
         self.latest_now = t;
-        while let Some(&(at, id)) = self.entries.front() {
+        while let Some(&(at, id)) = self.short.front() {
             if at.saturating_add(window_ms) > t {
+                break;
+            }
+            self.short.pop_front();
+            self.short_tokens = self.short_tokens.saturating_sub(self.charge(id));
+        }
+        while let Some(&(at, id)) = self.entries.front() {
+            if at.saturating_add(MINUTE_MS) > t {
                 break;
             }
             self.entries.pop_front();
             let charge = self.charges.remove(&id).unwrap_or(0);
-            self.window_tokens = self.window_tokens.saturating_sub(charge);
+            self.minute_tokens = self.minute_tokens.saturating_sub(charge);
             self.reconciled.remove(&id);
         }
         t
     }
 
-    /// When the oldest entries will have left the window enough for `cost` to fit.
+    fn charge(&self, id: u64) -> u64 {
+        self.charges.get(&id).copied().unwrap_or(0)
+    }
+
+    /// Tokens and requests of the short window (as of the last `advance`).
+    fn short_totals(&self) -> (u64, u64) {
+        (self.short_tokens, self.short.len() as u64)
+    }
+
+    /// Whether reservation `id` is still in the short window: ids grow with time.
+    fn in_short_window(&self, id: u64) -> bool {
+        self.short.front().is_some_and(|&(_, first)| id >= first)
+    }
+
+    /// The external reservation in force at `t`: (tokens, requests).
+    fn external(&self, t: u64) -> (u64, u64) {
+        if self.ext_until > t {
+            (self.ext_tokens, self.ext_requests)
+        } else {
+            (0, 0)
+        }
+    }
+
+    /// What could be admitted at `t` without waiting: (tokens, requests).
+    fn free(&self, limits: &WindowLimits, t: u64) -> (u64, u64) {
+        let (ext_tokens, ext_requests) = self.external(t);
+        let (short_tokens, short_requests) = self.short_totals();
+        let tokens = limits.tokens.saturating_sub(short_tokens + ext_tokens).min(
+            limits
+                .minute_tokens
+                .saturating_sub(self.minute_tokens + ext_tokens),
+        );
+        let requests = limits
+            .requests
+            .saturating_sub(short_requests + ext_requests);
+        (tokens, requests)
+    }
+
+    /// When the oldest entries (and the external reservation, at its end) will have
+    /// left both windows enough for `cost` to fit. Both conditions only get easier as
+    /// entries leave, so it is the later of the two windows' own instants.
     fn room_at(&self, limits: &WindowLimits, cost: u64, t: u64) -> u64 {
-        let mut excess_tokens = (self.window_tokens + cost) as i128 - i128::from(limits.tokens);
-        let mut excess_requests = self.entries.len() as i128 + 1 - i128::from(limits.requests);
-        for &(at, id) in &self.entries {
-            excess_tokens -= i128::from(self.charges.get(&id).copied().unwrap_or(0));
-            excess_requests -= 1;
-            if excess_tokens <= 0 && excess_requests <= 0 {
-                return at + limits.window_ms;
+        let (ext_tokens, ext_requests) = self.external(t);
+        let ext = (self.ext_until, ext_tokens, ext_requests);
+        let minute = earliest_room(
+            i128::from(self.minute_tokens + ext_tokens + cost) - i128::from(limits.minute_tokens),
+            0,
+            self.entries
+                .iter()
+                .map(|&(at, id)| (at + MINUTE_MS, self.charge(id), 0)),
+            ext,
+            t,
+        )
+        .unwrap_or(t + MINUTE_MS);
+        let (short_tokens, short_requests) = self.short_totals();
+        let short = earliest_room(
+            i128::from(short_tokens + ext_tokens + cost) - i128::from(limits.tokens),
+            i128::from(short_requests + ext_requests + 1) - i128::from(limits.requests),
+            self.short
+                .iter()
+                .map(|&(at, id)| (at + limits.window_ms, self.charge(id), 1)),
+            ext,
+            t,
+        )
+        .unwrap_or(t + limits.window_ms);
+        minute.max(short)
+    }
+
+    /// Applies a report of what the deployment has left (see the ledger rules).
+    fn observe(&mut self, limits: &WindowLimits, reported: ReportedRemaining, t: u64) {
+        let (ext_tokens, ext_requests) = self.external(t);
+        let (free_tokens, free_requests) = self.free(limits, t);
+        // The external reservation that leaves exactly `remaining` free, if larger.
+        let needed = |free: u64, held: u64, remaining: Option<u64>| {
+            remaining
+                .map(|r| (free + held).saturating_sub(r))
+                .filter(|&needed| needed > held)
+        };
+        let tokens = needed(free_tokens, ext_tokens, reported.tokens);
+        let requests = needed(free_requests, ext_requests, reported.requests);
+        if tokens.is_none() && requests.is_none() {
+            return;
+        }
+        self.ext_tokens = tokens.unwrap_or(ext_tokens);
+        self.ext_requests = requests.unwrap_or(ext_requests);
+        self.ext_until = t + limits.window_ms;
+        self.shortfalls += 1;
+    }
+
+    fn external_usage(&self, t: u64) -> ExternalUsage {
+        let (tokens, requests) = self.external(t);
+        ExternalUsage {
+            tokens,
+            requests,
+            until: (self.ext_until > t && (tokens > 0 || requests > 0))
+                .then_some(EpochMillis(self.ext_until)),
+        }
+    }
+}
+
+/// The first instant at which departures (time, tokens, requests), taken in time order
+/// together with the external reservation's `(until, tokens, requests)`, bring both
+/// excesses to zero or below; `t` if they already are, `None` if they never do.
+fn earliest_room(
+    mut excess_tokens: i128,
+    mut excess_requests: i128,
+    departures: impl Iterator<Item = (u64, u64, u64)>,
+    (ext_until, ext_tokens, ext_requests): (u64, u64, u64),
+    t: u64,
+) -> Option<u64> {
+    if excess_tokens <= 0 && excess_requests <= 0 {
+        return Some(t);
+    }
+    let mut external_held = ext_tokens > 0 || ext_requests > 0;
+    let mut leave = |at: u64, tokens: u64, requests: u64| {
+        excess_tokens -= i128::from(tokens);
+        excess_requests -= i128::from(requests);
+        (excess_tokens <= 0 && excess_requests <= 0).then_some(at)
+    };
+    for (at, tokens, requests) in departures {
+        if external_held && ext_until <= at {
+            external_held = false;
+            if let Some(room) = leave(ext_until, ext_tokens, ext_requests) {
+                return Some(room);
             }
         }
-        t + limits.window_ms
+        if let Some(room) = leave(at, tokens, requests) {
+            return Some(room);
+        }
     }
+    if external_held {
+        return leave(ext_until, ext_tokens, ext_requests);
+    }
+    None
 }
 
 impl MemoryLedger {
@@ -111,8 +250,8 @@ impl Ledger for MemoryLedger {
                     until: EpochMillis(s.cooldown_until),
                 };
             }
-            let fits = s.window_tokens + cost.0 <= limits.tokens
-                && (s.entries.len() as u64) < limits.requests;
+            let (free_tokens, free_requests) = s.free(limits, t);
+            let fits = cost.0 <= free_tokens && free_requests >= 1;
             if !fits {
                 s.deferred += 1;
                 return Admission::Deferred {
@@ -121,8 +260,10 @@ impl Ledger for MemoryLedger {
             }
             s.seq += 1;
             s.entries.push_back((t, s.seq));
+            s.short.push_back((t, s.seq));
             s.charges.insert(s.seq, cost.0);
-            s.window_tokens += cost.0;
+            s.minute_tokens += cost.0;
+            s.short_tokens += cost.0;
             s.admitted += 1;
             s.reserved_tokens += cost.0;
             Admission::Admitted(Reservation {
@@ -151,7 +292,10 @@ impl Ledger for MemoryLedger {
             let before = *charge;
             *charge = used.0;
             s.reconciled.insert(id);
-            s.window_tokens = s.window_tokens - before + used.0;
+            s.minute_tokens = s.minute_tokens - before + used.0;
+            if s.in_short_window(id) {
+                s.short_tokens = s.short_tokens - before + used.0;
+            }
             if used.0 <= before {
                 s.refunded_tokens += before - used.0;
                 Reconciliation::Refunded(Tokens(before - used.0))
@@ -178,6 +322,20 @@ impl Ledger for MemoryLedger {
         })
     }
 
+    async fn observe_remaining(
+        &self,
+        deployment: &DeploymentName,
+        limits: &WindowLimits,
+        reported: ReportedRemaining,
+        now: EpochMillis,
+    ) -> Result<ExternalUsage, LedgerError> {
+        self.with_state(deployment, |s| {
+            let t = s.advance(now, limits.window_ms);
+            s.observe(limits, reported, t);
+            s.external_usage(t)
+        })
+    }
+
     async fn snapshot(
         &self,
         deployment: &DeploymentName,
@@ -186,17 +344,21 @@ impl Ledger for MemoryLedger {
     ) -> Result<LedgerSnapshot, LedgerError> {
         self.with_state(deployment, |s| {
             let t = s.advance(now, limits.window_ms);
+            let (window_tokens, window_requests) = s.short_totals();
             LedgerSnapshot {
-                window_tokens: s.window_tokens,
-                window_requests: s.entries.len() as u64,
+                window_tokens,
+                window_requests,
+                minute_tokens: s.minute_tokens,
                 cooldown_until: (s.cooldown_until > t).then_some(EpochMillis(s.cooldown_until)),
                 down_until: (s.down_until > t).then_some(EpochMillis(s.down_until)),
+                external: s.external_usage(t),
                 admitted: s.admitted,
                 deferred: s.deferred,
                 reserved_tokens: s.reserved_tokens,
                 used_tokens: s.used_tokens,
                 refunded_tokens: s.refunded_tokens,
                 throttles: s.throttles,
+                shortfalls: s.shortfalls,
             }
         })
     }

@@ -9,30 +9,41 @@
 //! known ([`Governor::reconcile`]), and turns any worker's 429 into a cooldown every
 //! instance respects ([`Governor::report_throttle`]); a Retry-After at or beyond
 //! [`GovernorPolicy::down_after`] (a daily quota says 86400 s) marks the deployment down
-//! so work spills instead of waiting.
+//! so work spills instead of waiting. What the deployment says it has left
+//! (`x-ratelimit-remaining-*`, [`Governor::observe_remaining`]) is the service's own view:
+//! when it is less than the window has free (another app shares the deployment, or the
+//! service charged more than we estimated), the shortfall is held back as an external
+//! reservation until the window has moved on, so the fleet stops admitting what Azure
+//! would reject (see [`ledger`] for the rule).
 //!
-//! # The algorithm: an exact sliding-window log over a window that divides 10 s
-//! Each deployment keeps the log of admissions in the last `W` (default 10 s; any
-//! [`ShortWindow`] divides 10 s) with their current charges. A call is admitted at `t`
-//! only if, counting the entries admitted in `(t − W, t]`,
-//! `charged + cost ≤ L_tok = TPM·(1 − h)·W/60 s` and `count + 1 ≤ L_req = RPM·(1 − h)·W/60 s`.
+//! # The algorithm: an exact sliding-window log over the minute and a short window
+//! Each deployment keeps the log of admissions in the last 60 s with their current
+//! charges. A call is admitted at `t` only if
+//! - over the entries admitted in `(t − 60 s, t]`, `charged + cost ≤ L_min = TPM·(1 − h)`
+//!   (Azure's per-minute token counter), and
+//! - over the entries admitted in `(t − W, t]` (W, the [`ShortWindow`], divides 10 s),
+//!   `charged + cost ≤ L_tok = min(L_min, b·L_min·W/60 s)` and
+//!   `count + 1 ≤ L_req = RPM·(1 − h)·W/60 s` (Azure's short request window; `b` is the
+//!   [`BurstFactor`], so a short window may hold `b` times its even share of tokens,
+//!   which keeps calls from fragmenting the window, but never the whole minute's).
 //!
 //! Chosen over a token bucket because a bucket of rate `r` and burst `b` lets
 //! `b + 60 s·r` through in a minute: to *prove* the minute bound it must run below the
 //! quota rate for good, while the window log runs at the full quota rate and its
 //! bound is exact (no bucket-boundary slack as with fixed sub-buckets). Its state is
-//! bounded by `L_req` entries, a few hundred for real deployments.
+//! bounded by the RPM, a few hundred entries for real deployments.
 //!
 //! # Proof of the bounds
-//! Let `[s, s + W)` be any window and `e` the last admission in it, at `t_e < s + W`.
-//! Every admission `u` in the window has `s ≤ u ≤ t_e`, so `u > t_e − W`: it was in
-//! the log when `e` was checked, with a charge at least its final one (charges only
-//! drop, by refunds — a reported overrun is the service's usage, not an admission).
-//! Hence the window's charged tokens ≤ `L_tok` and its requests ≤ `L_req`. A 10 s
-//! window is the disjoint union of `10 s/W` windows of length `W`, so it holds at most
-//! `RPM·(1 − h)/6` requests; a 60 s window, likewise, at most `TPM·(1 − h)` tokens and
-//! `RPM·(1 − h)` requests. (For a deployment so small that `RPM·(1 − h)·W/60 s < 1`,
-//! `L_req` is raised to 1 only if Azure's own `RPM·W/60 s ≥ 1`: never above Azure's limit.) The property tests in `tests/governor_props.rs`
+//! Let `[s, s + L)` be any window of length `L` (60 s, or W) and `e` the last admission
+//! in it, at `t_e < s + L`. Every admission `u` in the window has `s ≤ u ≤ t_e`, so
+//! `u > t_e − L`: it was in the log when `e` was checked, with a charge at least its
+//! final one (charges only drop, by refunds — a reported overrun is the service's
+//! usage, not an admission). Hence any 60 s holds at most `L_min = TPM·(1 − h)` charged
+//! tokens, and any W at most `L_tok` tokens and `L_req` requests. A 10 s window is the
+//! disjoint union of `10 s/W` windows of length `W`, so it holds at most `RPM·(1 − h)/6`
+//! requests, and a minute at most `RPM·(1 − h)`. (For a deployment so small that
+//! `RPM·(1 − h)·W/60 s < 1`, `L_req` is raised to 1 only if Azure's own `RPM·W/60 s ≥ 1`:
+//! never above Azure's limit.) The property tests in `tests/governor_props.rs`
 //! check exactly these statements on random arrivals, sizes and completion times.
 //!
 //! A refund frees budget as soon as the real usage is known; the service's own meter
@@ -53,10 +64,12 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-pub use budget::{DeploymentBudget, DeploymentName, Headroom, ShortWindow, WindowLimits};
+pub use budget::{
+    BurstFactor, DeploymentBudget, DeploymentName, Headroom, ShortWindow, WindowLimits,
+};
 pub use ledger::{
-    Admission, Ledger, LedgerError, LedgerSnapshot, Reconciliation, Reservation, ReservationId,
-    ThrottleKind,
+    Admission, ExternalUsage, Ledger, LedgerError, LedgerSnapshot, Reconciliation,
+    ReportedRemaining, Reservation, ReservationId, ThrottleKind,
 };
 pub use memory_ledger::MemoryLedger;
 pub use redis_ledger::RedisLedger;
@@ -79,6 +92,8 @@ pub struct GovernorPolicy {
     pub headroom: Headroom,
     /// The sliding window admissions are counted over, in milliseconds.
     pub window: ShortWindow,
+    /// How many even shares of the minute's tokens one short window may hold.
+    pub burst: BurstFactor,
     /// A Retry-After this long or longer marks the deployment down instead of cooling it down.
     #[serde(with = "crate::duration_secs")]
     pub down_after: Duration,
@@ -89,6 +104,7 @@ impl Default for GovernorPolicy {
         GovernorPolicy {
             headroom: Headroom::DEFAULT,
             window: ShortWindow::DEFAULT,
+            burst: BurstFactor::DEFAULT,
             down_after: DOWN_AFTER,
         }
     }
@@ -147,7 +163,8 @@ impl Governor {
         let deployments = budgets
             .into_iter()
             .map(|budget| {
-                let limits = WindowLimits::for_budget(&budget, policy.headroom, policy.window);
+                let limits =
+                    WindowLimits::for_budget(&budget, policy.headroom, policy.window, policy.burst);
                 (budget.deployment.clone(), Configured { budget, limits })
             })
             .collect();
@@ -248,6 +265,37 @@ impl Governor {
         Ok(throttle)
     }
 
+    /// Records what `deployment` reported it has left at `now` (its
+    /// `x-ratelimit-remaining-*` headers); a report of less than the window has free
+    /// holds the shortfall back from admissions until the window has moved on.
+    pub async fn observe_remaining(
+        &self,
+        deployment: &DeploymentName,
+        reported: ReportedRemaining,
+        now: EpochMillis,
+    ) -> Result<ExternalUsage, GovernorError> {
+        let limits = self.configured(deployment)?.limits;
+        if reported.is_empty() {
+            return Ok(ExternalUsage::default());
+        }
+        let external = self
+            .ledger
+            .observe_remaining(deployment, &limits, reported, now)
+            .await?;
+        if external.until.is_some() {
+            tracing::debug!(
+                event = "governor.external_usage",
+                deployment = %deployment,
+                reported_tokens = reported.tokens,
+                reported_requests = reported.requests,
+                held_tokens = external.tokens,
+                held_requests = external.requests,
+                until = external.until.map_or(0, |t| t.0),
+            );
+        }
+        Ok(external)
+    }
+
     /// Gauges of every configured deployment, tier order.
     pub async fn gauges(&self, now: EpochMillis) -> Result<Vec<DeploymentGauges>, GovernorError> {
         let mut out = Vec::with_capacity(self.deployments.len());
@@ -260,8 +308,22 @@ impl Governor {
                 tier: c.budget.tier,
                 deployment: c.budget.deployment.clone(),
                 limits: c.limits,
-                remaining_tokens: c.limits.tokens.saturating_sub(ledger.window_tokens),
-                remaining_requests: c.limits.requests.saturating_sub(ledger.window_requests),
+                remaining_tokens: c
+                    .limits
+                    .tokens
+                    .saturating_sub(ledger.window_tokens)
+                    .saturating_sub(ledger.external.tokens)
+                    .min(
+                        c.limits
+                            .minute_tokens
+                            .saturating_sub(ledger.minute_tokens)
+                            .saturating_sub(ledger.external.tokens),
+                    ),
+                remaining_requests: c
+                    .limits
+                    .requests
+                    .saturating_sub(ledger.window_requests)
+                    .saturating_sub(ledger.external.requests),
                 ledger,
             });
         }

@@ -20,8 +20,8 @@ use redis::aio::ConnectionManager;
 
 use super::budget::{DeploymentName, WindowLimits};
 use super::ledger::{
-    Admission, Ledger, LedgerError, LedgerSnapshot, Reconciliation, Reservation, ReservationId,
-    ThrottleKind,
+    Admission, ExternalUsage, Ledger, LedgerError, LedgerSnapshot, Reconciliation,
+    ReportedRemaining, Reservation, ReservationId, ThrottleKind,
 };
 use crate::clock::EpochMillis;
 use crate::tokens::Tokens;
@@ -35,6 +35,7 @@ static THROTTLE: LazyLock<Script> =
     LazyLock::new(|| with_prelude(include_str!("lua/throttle.lua")));
 static SNAPSHOT: LazyLock<Script> =
     LazyLock::new(|| with_prelude(include_str!("lua/snapshot.lua")));
+static OBSERVE: LazyLock<Script> = LazyLock::new(|| with_prelude(include_str!("lua/observe.lua")));
 
 fn with_prelude(body: &str) -> Script {
     Script::new(&format!("{PRELUDE}\n{body}"))
@@ -64,20 +65,21 @@ impl RedisLedger {
         }
     }
 
-    fn keys(&self, deployment: &DeploymentName) -> [String; 4] {
+    fn keys(&self, deployment: &DeploymentName) -> [String; 5] {
         let base = format!("{}:{{{}}}", self.prefix, deployment.as_str());
         [
             format!("{base}:state"),
             format!("{base}:window"),
             format!("{base}:charges"),
             format!("{base}:reconciled"),
+            format!("{base}:short"),
         ]
     }
 
     /// Loads every script so the first admission is a single EVALSHA.
     pub async fn preload(&self) -> Result<(), LedgerError> {
         let mut conn = self.conn.clone();
-        for script in [&*ADMIT, &*RECONCILE, &*THROTTLE, &*SNAPSHOT] {
+        for script in [&*ADMIT, &*RECONCILE, &*THROTTLE, &*SNAPSHOT, &*OBSERVE] {
             script.prepare_invoke().load_async(&mut conn).await?;
         }
         Ok(())
@@ -100,6 +102,7 @@ impl Ledger for RedisLedger {
             .arg(limits.window_ms)
             .arg(limits.tokens)
             .arg(limits.requests)
+            .arg(limits.minute_tokens)
             .invoke_async(&mut self.conn.clone())
             .await?;
         match kind.as_str() {
@@ -162,6 +165,28 @@ impl Ledger for RedisLedger {
         Ok(EpochMillis(until))
     }
 
+    async fn observe_remaining(
+        &self,
+        deployment: &DeploymentName,
+        limits: &WindowLimits,
+        reported: ReportedRemaining,
+        now: EpochMillis,
+    ) -> Result<ExternalUsage, LedgerError> {
+        let absent_or = |v: Option<u64>| v.map(|n| n.to_string()).unwrap_or_default();
+        let (tokens, requests, until): (u64, u64, u64) = OBSERVE
+            .key(&self.keys(deployment))
+            .arg(now.0)
+            .arg(limits.window_ms)
+            .arg(limits.tokens)
+            .arg(limits.requests)
+            .arg(limits.minute_tokens)
+            .arg(absent_or(reported.tokens))
+            .arg(absent_or(reported.requests))
+            .invoke_async(&mut self.conn.clone())
+            .await?;
+        Ok(external_usage(tokens, requests, until))
+    }
+
     async fn snapshot(
         &self,
         deployment: &DeploymentName,
@@ -178,6 +203,7 @@ impl Ledger for RedisLedger {
             t,
             window_tokens,
             window_requests,
+            minute_tokens,
             cooldown,
             down,
             admitted,
@@ -186,6 +212,10 @@ impl Ledger for RedisLedger {
             used,
             refunded,
             throttles,
+            shortfalls,
+            ext_tokens,
+            ext_requests,
+            ext_until,
         ] = v[..]
         else {
             return Err(LedgerError::Corrupt(format!(
@@ -196,14 +226,28 @@ impl Ledger for RedisLedger {
         Ok(LedgerSnapshot {
             window_tokens,
             window_requests,
+            minute_tokens,
             cooldown_until: (cooldown > t).then_some(EpochMillis(cooldown)),
             down_until: (down > t).then_some(EpochMillis(down)),
+            external: external_usage(ext_tokens, ext_requests, ext_until),
             admitted,
             deferred,
             reserved_tokens: reserved,
             used_tokens: used,
             refunded_tokens: refunded,
             throttles,
+            shortfalls,
         })
+    }
+}
+
+/// The script's `{tokens, requests, ext_until}` (zeros when none is in force) as the
+/// memory ledger states it.
+fn external_usage(tokens: u64, requests: u64, until: u64) -> ExternalUsage {
+    let active = tokens > 0 || requests > 0;
+    ExternalUsage {
+        tokens,
+        requests,
+        until: active.then_some(EpochMillis(until)),
     }
 }

@@ -132,7 +132,23 @@ pub struct TicketTrack {
     pub settled: Option<EpochMillis>,
     /// The longest any of its technician jobs waited to leave the queue, in ms.
     pub max_wait_ms: u64,
+    /// The severity that longest-waiting job was queued with (the classifier's routing
+    /// severity, which the deadlines apply to); none under a policy without queues.
+    #[serde(default)]
+    pub queued_severity: Option<Severity>,
     pub extractive_only: bool,
+}
+
+impl TicketTrack {
+    /// A technician job of this ticket left the queue at `now`.
+    fn record_wait(&mut self, lease: &Lease, now: EpochMillis) {
+        let waited =
+            u64::try_from(now.since(lease.job.enqueued_at).as_millis()).unwrap_or(u64::MAX);
+        if waited >= self.max_wait_ms || self.queued_severity.is_none() {
+            self.max_wait_ms = self.max_wait_ms.max(waited);
+            self.queued_severity = Some(lease.job.severity);
+        }
+    }
 }
 
 /// One sample of the gauges.
@@ -831,6 +847,7 @@ async fn run_tier_worker(
         deployment,
         settings: SummarizeSettings::default(),
         rng: std::sync::Mutex::new(SmallRng::seed_from_u64(seed)),
+        related: None,
     };
     let outcome = worker.summarize_admitted(&group).await;
     let now = product.clock.now();
@@ -848,9 +865,7 @@ async fn run_tier_worker(
             continue;
         };
         t.settled = Some(now);
-        t.max_wait_ms = t
-            .max_wait_ms
-            .max(now.since(lease.job.enqueued_at).as_millis() as u64);
+        t.record_wait(lease, now);
         match source {
             Some(SummarySource::Llm) => {
                 t.llm_summary.get_or_insert(now);
@@ -872,9 +887,7 @@ async fn settle_extractive(product: &Product, lease: &Lease, recorder: &Shared<R
         let mut r = recorder.borrow_mut();
         if let Some(t) = r.track(lease.job.id.ticket.as_str()) {
             t.settled = Some(now);
-            t.max_wait_ms = t
-                .max_wait_ms
-                .max(now.since(lease.job.enqueued_at).as_millis() as u64);
+            t.record_wait(lease, now);
             t.extractive_only = t.llm_summary.is_none();
         }
     }

@@ -8,7 +8,8 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 
 use crate::clock::EpochMillis;
-use crate::job::Tier;
+use crate::deadline_policy::DeadlinePolicy;
+use crate::job::{SummaryKind, Tier};
 use crate::lab::replay::PolicyRun;
 use crate::lab::scenario::Scenario;
 use crate::severity::Severity;
@@ -61,6 +62,13 @@ pub struct PolicyReport {
     pub first_summary_seconds: BTreeMap<String, Percentiles>,
     pub llm_summary_seconds: BTreeMap<String, Percentiles>,
     pub max_wait_seconds: BTreeMap<String, f64>,
+    /// The same waits by the severity the job was queued with, which its configured
+    /// bound (the technician deadline, `wait_bound_seconds`) applies to; a ticket the
+    /// classifier routed as P3 waits as a P3 whatever its true severity.
+    #[serde(default)]
+    pub max_wait_by_queued_severity_seconds: BTreeMap<String, f64>,
+    #[serde(default)]
+    pub wait_bound_seconds: BTreeMap<String, f64>,
     pub peak_utilization: BTreeMap<String, f64>,
     /// Chart series (not part of the stable shape's required fields).
     #[serde(default)]
@@ -143,6 +151,7 @@ fn policy_report(run: &PolicyRun, prices: &BTreeMap<&str, (f64, f64)>) -> Policy
     let mut first: BTreeMap<Severity, Vec<f64>> = BTreeMap::new();
     let mut llm: BTreeMap<Severity, Vec<f64>> = BTreeMap::new();
     let mut wait: BTreeMap<Severity, f64> = BTreeMap::new();
+    let mut queued_wait: BTreeMap<Severity, f64> = BTreeMap::new();
     let minutes = (run.finished.since(run.started).as_secs() / 60 + 1) as usize;
     let mut latency_by_minute: BTreeMap<Severity, Vec<Vec<f64>>> = BTreeMap::new();
     for t in run.tickets.values() {
@@ -177,6 +186,10 @@ fn policy_report(run: &PolicyRun, prices: &BTreeMap<&str, (f64, f64)>) -> Policy
         };
         let w = wait.entry(severity).or_default();
         *w = w.max(waited);
+        if let Some(queued) = t.queued_severity {
+            let w = queued_wait.entry(queued).or_default();
+            *w = w.max(waited);
+        }
     }
     let by_name = |m: BTreeMap<Severity, Vec<f64>>| {
         m.into_iter()
@@ -233,6 +246,7 @@ fn policy_report(run: &PolicyRun, prices: &BTreeMap<&str, (f64, f64)>) -> Policy
             )
         })
         .collect();
+    let has_queues = !queued_wait.is_empty();
     PolicyReport {
         name: run.policy.as_str().to_owned(),
         tickets: run.tickets.len() as u64,
@@ -246,6 +260,18 @@ fn policy_report(run: &PolicyRun, prices: &BTreeMap<&str, (f64, f64)>) -> Policy
         max_wait_seconds: wait
             .into_iter()
             .map(|(s, w)| (s.as_str().to_owned(), w))
+            .collect(),
+        max_wait_by_queued_severity_seconds: queued_wait
+            .into_iter()
+            .map(|(s, w)| (s.as_str().to_owned(), w))
+            .collect(),
+        wait_bound_seconds: Severity::ALL
+            .iter()
+            .filter(|_| has_queues)
+            .filter_map(|&s| {
+                let bound = DeadlinePolicy::default().wait(s, SummaryKind::Technician)?;
+                Some((s.as_str().to_owned(), bound.as_secs_f64()))
+            })
             .collect(),
         peak_utilization: peak,
         series: Series {
@@ -334,6 +360,13 @@ pub fn table(report: &Report) -> String {
                 .get(k)
                 .map(|x| format!("{x:.0}"))
                 .unwrap_or_else(|| "-".into())
+        });
+        row(&format!("{k} queued max wait / bound s"), &|p| match (
+            p.max_wait_by_queued_severity_seconds.get(k),
+            p.wait_bound_seconds.get(k),
+        ) {
+            (Some(w), Some(b)) => format!("{w:.0}/{b:.0}"),
+            _ => "-".into(),
         });
     }
     let _ = writeln!(out, "wall time {:.1} s", report.wall_seconds);

@@ -63,6 +63,10 @@ pub struct Faults {
     /// Fraction of requests rejected by the content filter (400, `content_filter`).
     pub content_filter_rate: f64,
     pub headers: HeaderVariant,
+    /// Tokens per minute another application spends on the same deployment: charged
+    /// to the token window as time passes (the first request finds a minute's worth),
+    /// so `x-ratelimit-remaining-tokens` and the 429s reflect the shared quota.
+    pub foreign_tokens_per_minute: u64,
 }
 
 /// Response time of a deployment: time to first token plus a time per output token.
@@ -324,6 +328,29 @@ struct DeploymentState {
     meter: DeploymentMeter,
     rng: SplitMix64,
     stats: DeploymentStats,
+    /// The foreign usage is charged up to this instant.
+    foreign_charged_to: Option<EpochMillis>,
+}
+
+impl DeploymentState {
+    /// Charges the other application's usage since the last request.
+    fn charge_foreign_usage(&mut self, now: EpochMillis) {
+        let rate = self.config.faults.foreign_tokens_per_minute;
+        if rate == 0 {
+            self.foreign_charged_to = None;
+            return;
+        }
+        let from = self
+            .foreign_charged_to
+            .unwrap_or_else(|| now.minus(metering::TOKEN_WINDOW));
+        let elapsed_ms = u64::try_from(now.since(from).as_millis()).unwrap_or(u64::MAX);
+        let tokens = rate.saturating_mul(elapsed_ms) / 60_000;
+        // Until a whole token has accrued, keep counting from the same instant.
+        if tokens > 0 {
+            self.meter.charge_foreign(now, tokens);
+            self.foreign_charged_to = Some(now);
+        }
+    }
 }
 
 /// Deployments, their meters, their faults and their counters behind one lock.
@@ -352,6 +379,7 @@ impl SimulatorCore {
                     meter: DeploymentMeter::new(d.quota()),
                     rng: SplitMix64::new(config.seed ^ fnv1a(d.name.as_bytes())),
                     stats: DeploymentStats::default(),
+                    foreign_charged_to: None,
                 };
                 (d.name.clone(), state)
             })
@@ -450,6 +478,7 @@ impl SimulatorCore {
 }
 
 fn decide_for(d: &mut DeploymentState, request: &ChatRequest, now: EpochMillis) -> Outcome {
+    d.charge_foreign_usage(now);
     let faults = d.config.faults.clone();
     if faults.daily_quota_exhausted {
         return Outcome::Throttled(ThrottleAnswer {
@@ -917,6 +946,42 @@ mod tests {
             vec![("retry-after", "86400".to_owned())]
         );
         assert_eq!(answer.hint().wait, Some(Duration::from_secs(86_400)));
+    }
+
+    #[test]
+    fn another_application_on_the_deployment_shows_in_remaining_tokens_and_429s() {
+        let mut d = DeploymentConfig::new("premium", "gpt-4o", 60_000);
+        d.faults.foreign_tokens_per_minute = 57_000;
+        let core = SimulatorCore::new(&SimulatorConfig::new(0, vec![d]));
+        let t0 = EpochMillis(1_000_000);
+        let Outcome::Success { completion, .. } = core.decide(&request("premium", LOG, 50), t0)
+        else {
+            panic!("3,000 tokens are left for us");
+        };
+        let charge = metering::arrival_charge(
+            request("premium", LOG, 50)
+                .messages
+                .iter()
+                .map(|m| m.content.chars().count() as u64)
+                .sum(),
+            50,
+        );
+        assert_eq!(completion.remaining_tokens, 3_000 - charge.get());
+        // A call larger than what is left is refused, as Azure would.
+        assert!(matches!(
+            core.decide(&request("premium", LOG, 2_900), t0),
+            Outcome::Throttled(_)
+        ));
+        // Ten seconds on, the other application has used 9,500 more: the window is full.
+        let t1 = t0.plus(Duration::from_secs(10));
+        assert!(matches!(
+            core.decide(&request("premium", LOG, 50), t1),
+            Outcome::Throttled(_)
+        ));
+        assert_eq!(
+            core.tokens_in_window("premium", t1),
+            Some(57_000 + 9_500 + charge.get())
+        );
     }
 
     #[test]

@@ -285,6 +285,47 @@ impl State {
         leases
     }
 
+    /// The first `limit` pending jobs of `tier` in serve order: each severity's queue is
+    /// in arrival order, so its first `limit` entries hold its share of the overall first.
+    fn pending_jobs(&self, tier: Tier, limit: usize, aging: &AgingPolicy) -> Vec<Job> {
+        let mut candidates: Vec<(u64, u64, &str)> = Severity::ALL
+            .iter()
+            .filter_map(|&severity| self.pending.get(&(tier, severity)).map(|q| (severity, q)))
+            .flat_map(|(severity, queue)| {
+                queue.iter().take(limit).map(move |(enqueued_at, id)| {
+                    let score = aging.effective_score(severity, EpochMillis(*enqueued_at));
+                    (score, *enqueued_at, id.as_str())
+                })
+            })
+            .collect();
+        candidates.sort_unstable();
+        candidates
+            .into_iter()
+            .take(limit)
+            .filter_map(|(_, _, id)| self.jobs.get(id).map(|s| s.job.clone()))
+            .collect()
+    }
+
+    fn lease_jobs(&mut self, tier: Tier, ids: &[JobId], expires_at: EpochMillis) -> LeasedGroup {
+        self.lease_seq += 1;
+        let mut leases = Vec::with_capacity(ids.len());
+        for (index, id) in ids.iter().enumerate() {
+            let id = id.to_string();
+            let pending_here = self
+                .jobs
+                .get(&id)
+                .is_some_and(|s| s.lease.is_none() && s.job.tier == tier);
+            if !pending_here {
+                continue;
+            }
+            let token = format!("{}.{}", self.lease_seq, index + 1);
+            if let Some(lease) = self.take_lease(&id, token, expires_at) {
+                leases.push(lease);
+            }
+        }
+        leases
+    }
+
     fn take_lease(&mut self, id: &str, token: String, expires_at: EpochMillis) -> Option<Lease> {
         let job = self.jobs.get(id)?.job.clone();
         self.remove_pending(&job, id);
@@ -490,6 +531,25 @@ impl Store for MemoryStore {
         aging: AgingPolicy,
     ) -> Result<LeasedGroup, StoreError> {
         Ok(self.state().lease(tier, now, lease_for, max_group, &aging))
+    }
+
+    async fn pending_jobs(
+        &self,
+        tier: Tier,
+        limit: usize,
+        aging: AgingPolicy,
+    ) -> Result<Vec<Job>, StoreError> {
+        Ok(self.state().pending_jobs(tier, limit, &aging))
+    }
+
+    async fn lease_jobs(
+        &self,
+        tier: Tier,
+        ids: &[JobId],
+        now: EpochMillis,
+        lease_for: Duration,
+    ) -> Result<LeasedGroup, StoreError> {
+        Ok(self.state().lease_jobs(tier, ids, now.plus(lease_for)))
     }
 
     async fn ack(&self, lease: &Lease) -> Result<bool, StoreError> {

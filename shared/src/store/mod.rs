@@ -220,6 +220,24 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         max_group: usize,
         aging: AgingPolicy,
     ) -> Result<LeasedGroup, StoreError>;
+    /// The first `limit` pending jobs of `tier` in the order [`Store::lease`] would serve
+    /// their leaders (see [`queue_order`]), without leasing them: what the dispatcher
+    /// reads to foresee which jobs the tier cannot serve before their deadline.
+    async fn pending_jobs(
+        &self,
+        tier: Tier,
+        limit: usize,
+        aging: AgingPolicy,
+    ) -> Result<Vec<Job>, StoreError>;
+    /// Leases exactly the named jobs that are still pending in `tier` (others are
+    /// skipped), in the order given, each with its own lease token.
+    async fn lease_jobs(
+        &self,
+        tier: Tier,
+        ids: &[JobId],
+        now: EpochMillis,
+        lease_for: Duration,
+    ) -> Result<LeasedGroup, StoreError>;
     /// Removes a leased job for good (its summary is stored). False if the lease was lost
     /// (reclaimed, acknowledged or released already); an expired lease not yet
     /// reclaimed is still honoured.

@@ -93,6 +93,8 @@ struct Scripts {
     enqueue: Script,
     put_summary: Script,
     lease: Script,
+    pending: Script,
+    lease_jobs: Script,
     ack: Script,
     release: Script,
     reclaim: Script,
@@ -114,6 +116,8 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     enqueue: store_script!("enqueue.lua"),
     put_summary: store_script!("put_summary.lua"),
     lease: store_script!("lease.lua"),
+    pending: store_script!("pending.lua"),
+    lease_jobs: store_script!("lease_jobs.lua"),
     ack: store_script!("ack.lua"),
     release: store_script!("release.lua"),
     reclaim: store_script!("reclaim.lua"),
@@ -122,12 +126,14 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
 });
 
 impl Scripts {
-    fn all(&self) -> [&Script; 9] {
+    fn all(&self) -> [&Script; 11] {
         [
             &self.ingest,
             &self.enqueue,
             &self.put_summary,
             &self.lease,
+            &self.pending,
+            &self.lease_jobs,
             &self.ack,
             &self.release,
             &self.reclaim,
@@ -514,6 +520,56 @@ impl Store for RedisStore {
             .arg(expires_at.as_millis())
             .arg(redis_count(max_group).max(1))
             .arg(millis(aging.promote_every));
+        let reply: Vec<String> = self.run(&invocation).await?;
+        leases_from_reply(reply, tier, expires_at)
+    }
+
+    async fn pending_jobs(
+        &self,
+        tier: Tier,
+        limit: usize,
+        aging: AgingPolicy,
+    ) -> Result<Vec<Job>, StoreError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let mut invocation = SCRIPTS.pending.prepare_invoke();
+        invocation
+            .arg(&self.prefix)
+            .arg(tier.as_str())
+            .arg(redis_count(limit))
+            .arg(millis(aging.promote_every));
+        let reply: Vec<String> = self.run(&invocation).await?;
+        reply
+            .iter()
+            .map(|json| {
+                let mut job: Job = from_json(json)?;
+                job.tier = tier;
+                Ok(job)
+            })
+            .collect()
+    }
+
+    async fn lease_jobs(
+        &self,
+        tier: Tier,
+        ids: &[JobId],
+        now: EpochMillis,
+        lease_for: Duration,
+    ) -> Result<LeasedGroup, StoreError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let expires_at = now.plus(lease_for);
+        let mut invocation = SCRIPTS.lease_jobs.prepare_invoke();
+        invocation
+            .key(self.key(&["leased", tier.as_str()]))
+            .arg(&self.prefix)
+            .arg(tier.as_str())
+            .arg(expires_at.as_millis());
+        for id in ids {
+            invocation.arg(id.to_string());
+        }
         let reply: Vec<String> = self.run(&invocation).await?;
         leases_from_reply(reply, tier, expires_at)
     }

@@ -1,9 +1,8 @@
 //! The fault suite's world: a real `redis-server` (AOF on when asked), reached by the
 //! handler through a [`FaultProxy`]; the product's Azure OpenAI simulator over HTTP
-//! behind a [`RecordingProxy`]; the real `handler` process; a second instance of the app
-//! in this process for the tier functions (see [`InProcessInstance`]); the Functions
-//! host ([`FunctionsHost`]) between them; a Kafka topic; and a clock every instance
-//! reads and the test moves forward.
+//! behind a [`RecordingProxy`]; a local ServiceNow Table API when asked; the real
+//! `handler` process serving every function; the Functions host ([`FunctionsHost`]) in
+//! front of it; a Kafka topic; and a clock the handler reads and the test moves forward.
 //!
 //! Every fault test ends with the same two verdicts: [`Rig::assert_every_job_settled`]
 //! (each accepted ticket's latest version has, for each summary kind ingest queued for
@@ -13,7 +12,7 @@
 //!
 //! A module of the test crates (not of the harness library) because it needs the test
 //! builds' features: `test-support` (the throwaway redis-server) and `fault-injection`
-//! (the movable clock and the mechanism switches). Each test binary uses part of it.
+//! (the movable clock). Each test binary uses part of it.
 #![allow(dead_code, clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -25,9 +24,12 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use stormgate_handlers::config::Settings;
 use stormgate_handlers::fault_injection::{AdvancedClock, CLOCK_OFFSET_FILE, DISABLE};
+use stormgate_handlers::lazy_store::LazyStore;
+use stormgate_handlers::redis_connector::RedisConnector;
 use stormgate_handlers::system_clock::SystemClock;
 use stormgate_shared::classifier::Classifier;
 use stormgate_shared::clock::{Clock, ManualClock};
+use stormgate_shared::governor::Governor;
 use stormgate_shared::ingest::{IngestContext, IngestPolicy, prepare};
 use stormgate_shared::job::{SummaryKind, Tier};
 use stormgate_shared::lab::simulator::{DeploymentConfig, Faults, Latency, SimulatorConfig};
@@ -39,18 +41,13 @@ use stormgate_shared::summary::standing;
 use stormgate_shared::testing::redis_server::RedisServer;
 use stormgate_shared::ticket_id::TicketId;
 
-use stormgate_e2e::black_hole::BlackHole;
 use stormgate_e2e::fault_proxy::FaultProxy;
 use stormgate_e2e::functions_host::FunctionsHost;
 use stormgate_e2e::handler_process::HandlerProcess;
-use stormgate_e2e::in_process::InProcessInstance;
 use stormgate_e2e::kafka::Topic;
 use stormgate_e2e::recording_proxy::{Exchange, RecordingProxy};
 use stormgate_e2e::servicenow_server::FakeServiceNow;
 use stormgate_e2e::tickets::ticket;
-use stormgate_handlers::servicenow::{
-    ServiceNowClient, ServiceNowConfig, WorkNoteOutbox, WorkNoteSink,
-};
 use stormgate_handlers::simulator_http::{SimulatorHandle, spawn_simulator};
 
 pub const PREMIUM: &str = "premium-deployment";
@@ -111,11 +108,8 @@ pub struct Rig {
     /// Between the instances and the simulator: what was sent.
     pub llm: RecordingProxy,
     pub handler: HandlerProcess,
-    /// The process's Azure OpenAI endpoint: every call it makes hangs.
-    pub black_hole: BlackHole,
-    /// The instance the tier functions (and `rollup`, which drains the work-note
-    /// outbox) are sent to.
-    pub worker: InProcessInstance,
+    /// The fleet's governor (its ledger is in Redis), for the test's own admissions.
+    pub governor: Governor,
     /// The ServiceNow instance work notes go to, when the options ask for one.
     pub servicenow: Option<FakeServiceNow>,
     pub host: FunctionsHost,
@@ -131,7 +125,6 @@ static RIGS: AtomicU64 = AtomicU64::new(0);
 impl Rig {
     /// Starts everything.
     pub async fn start(options: RigOptions) -> Rig {
-        disable_mechanisms_here();
         let dir = std::env::temp_dir().join(format!(
             "stormgate-faults-{}-{}",
             std::process::id(),
@@ -152,21 +145,32 @@ impl Rig {
         let clock_file = dir.join("clock-offset-ms");
         std::fs::write(&clock_file, "0").unwrap();
 
-        let black_hole = BlackHole::start().await;
+        let servicenow = if options.servicenow {
+            Some(FakeServiceNow::start(SERVICENOW_USER, SERVICENOW_PASSWORD).await)
+        } else {
+            None
+        };
         let tpm = options.tpm.to_string();
-        let mut vars = HandlerProcess::settings(&[
-            ("STORMGATE_REDIS_URL", &link.url()),
-            ("STORMGATE_PREMIUM_TPM", &tpm),
-            ("STORMGATE_STANDARD_TPM", &tpm),
-            // The process takes only https:// endpoints, so it cannot reach the local
-            // simulator: the tier functions go to `worker`, and a call the process
-            // makes hangs (a test kills it in the middle of one).
-            ("AZURE_OPENAI_ENDPOINT", &black_hole.https_url()),
-            ("AZURE_OPENAI_AUTH", "api_key"),
-            ("AZURE_OPENAI_API_KEY", API_KEY),
-            (CLOCK_OFFSET_FILE, clock_file.to_str().unwrap()),
-        ]);
-        if let Some(list) = disabled_mechanisms() {
+        let mut overrides = vec![
+            ("STORMGATE_REDIS_URL", link.url()),
+            ("STORMGATE_PREMIUM_TPM", tpm.clone()),
+            ("STORMGATE_STANDARD_TPM", tpm),
+            ("AZURE_OPENAI_ENDPOINT", llm.endpoint()),
+            ("AZURE_OPENAI_AUTH", "api_key".into()),
+            ("AZURE_OPENAI_API_KEY", API_KEY.into()),
+            (CLOCK_OFFSET_FILE, clock_file.to_str().unwrap().into()),
+        ];
+        if let Some(instance) = &servicenow {
+            overrides.extend([
+                ("SERVICENOW_INSTANCE_URL", instance.instance_url()),
+                ("SERVICENOW_USERNAME", SERVICENOW_USER.into()),
+                ("SERVICENOW_PASSWORD", SERVICENOW_PASSWORD.into()),
+            ]);
+        }
+        let overrides: Vec<(&str, &str)> =
+            overrides.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let mut vars = HandlerProcess::settings(&overrides);
+        if let Some(list) = product_mechanisms_disabled() {
             vars.insert(DISABLE.into(), list);
         }
         let handler = HandlerProcess::start(HANDLER, vars, dir.join("handler.log")).await;
@@ -175,21 +179,12 @@ impl Rig {
         settings.redis.url = stormgate_handlers::secrets::Secret::new(link.url());
         settings.premium.tokens_per_minute = options.tpm;
         settings.standard.tokens_per_minute = options.tpm;
-        let clock: Arc<dyn Clock> = Arc::new(AdvancedClock::new(
-            Arc::new(SystemClock),
-            clock_file.clone(),
-        ));
-        let servicenow = if options.servicenow {
-            Some(FakeServiceNow::start(SERVICENOW_USER, SERVICENOW_PASSWORD).await)
-        } else {
-            None
-        };
-        let work_notes = match &servicenow {
-            Some(instance) => Some(work_note_sink(instance, &link.url()).await),
-            None => None,
-        };
-        let worker =
-            InProcessInstance::start(settings, &llm.endpoint(), API_KEY, clock, work_notes).await;
+        let connector = RedisConnector::new(settings.redis.clone(), None);
+        let governor = Governor::new(
+            LazyStore::new(Arc::new(connector)).ledger(),
+            settings.governor_policy(),
+            settings.deployment_budgets(),
+        );
 
         let store = Arc::new(redis.store(NAMESPACE).unwrap());
         Rig {
@@ -199,8 +194,7 @@ impl Rig {
             simulator,
             llm,
             handler,
-            black_hole,
-            worker,
+            governor,
             servicenow,
             host: FunctionsHost::new(),
             topic: Topic::new(),
@@ -220,11 +214,6 @@ impl Rig {
         self.handler.base_url()
     }
 
-    /// The base URL the tier functions are sent to.
-    pub fn worker_url(&self) -> String {
-        self.worker.base_url()
-    }
-
     /// The clock every instance reads, for the test's own admissions and deadlines.
     pub fn clock(&self) -> AdvancedClock {
         AdvancedClock::new(Arc::new(SystemClock), self.clock_file.clone())
@@ -233,7 +222,7 @@ impl Rig {
     /// Spends the current window of `tier`'s deployment, as a burst from another
     /// instance would: dispatch defers that tier's calls until the window frees.
     pub async fn spend_window(&self, tier: Tier) {
-        let governor = &self.worker.state().governor;
+        let governor = &self.governor;
         let deployment = governor.deployment_for(tier).unwrap().clone();
         let limits = governor.limits(&deployment).unwrap();
         let admission = governor
@@ -251,6 +240,20 @@ impl Rig {
             ),
             "{admission:?}"
         );
+    }
+
+    /// Every simulated answer takes `extra` longer from now on (zero: back to normal),
+    /// so that a test can act while calls are in flight.
+    pub fn slow_answers(&self, extra: Duration) {
+        for deployment in [PREMIUM, STANDARD] {
+            let mut faults = self.simulator.core().faults(deployment).unwrap();
+            faults.spike_rate = if extra.is_zero() { 0.0 } else { 1.0 };
+            faults.spike_ms = extra.as_millis() as u64;
+            self.simulator
+                .core()
+                .set_faults(deployment, faults)
+                .unwrap();
+        }
     }
 
     /// Moves every instance's clock forward by `d` at once.
@@ -297,7 +300,7 @@ impl Rig {
         );
     }
 
-    /// Dispatch ticks on the handler and deliveries to the worker until no job is left
+    /// Dispatch ticks and deliveries of their messages, on the handler, until no job is left
     /// in Redis or in the host's queues, at most `rounds` times. Returns the ticks'
     /// reports (`ReturnValue`s).
     pub async fn settle(&mut self, rounds: usize) -> Vec<Value> {
@@ -313,19 +316,19 @@ impl Rig {
             } else {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
-            let worker = self.worker.base_url();
-            self.host.deliver(&worker).await;
+            let handler = self.handler.base_url();
+            self.host.deliver(&handler).await;
         }
         ticks
     }
 
-    /// One `rollup` timer tick on the worker (regional roll-ups, and the ServiceNow
-    /// outbox drained); asserts 2xx and returns its `ReturnValue`.
-    pub async fn rollup(&self) -> Value {
-        let answer = self.host.rollup(&self.worker.base_url()).await;
+    /// One `dispatch` timer tick whose answer the test reads (the tick also drains the
+    /// ServiceNow outbox); asserts 2xx and returns its `ReturnValue`.
+    pub async fn dispatch(&mut self) -> Value {
+        let answer = self.host.dispatch(&self.handler.base_url()).await;
         assert!(
             answer.is_success(),
-            "rollup failed: {:?} {}",
+            "dispatch failed: {:?} {}",
             answer.status,
             answer.body
         );
@@ -513,18 +516,6 @@ impl Drop for Rig {
 
 /// The mechanisms to switch off, from the test's environment: how the suite is run
 /// against a product with one mechanism disabled (docs/operations.md).
-/// Besides the product's mechanisms, the list may name [`REDIS_AOF`]: Redis then runs
-/// without persistence, the deployment choice the AOF test proves against.
-pub fn disabled_mechanisms() -> Option<String> {
-    let list = std::env::var(DISABLE).ok()?;
-    let product: Vec<&str> = list
-        .split(',')
-        .map(str::trim)
-        .filter(|name| !name.is_empty() && *name != REDIS_AOF)
-        .collect();
-    (!product.is_empty()).then(|| product.join(","))
-}
-
 /// The harness's own switch: Redis without AOF where a test asks for it.
 pub const REDIS_AOF: &str = "redis_aof";
 
@@ -535,36 +526,20 @@ pub fn is_disabled(name: &str) -> bool {
         .unwrap_or(false)
 }
 
-/// Switches the same mechanisms off in this process (the in-process instance).
-pub fn disable_mechanisms_here() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        if let Some(list) = disabled_mechanisms() {
-            stormgate_shared::fault_switches::disable_listed(&list).unwrap();
-        }
-    });
+/// The product mechanisms the run switched off (`STORMGATE_TEST_DISABLE` without the
+/// harness's own names), for the handler process.
+fn product_mechanisms_disabled() -> Option<String> {
+    let list = std::env::var(DISABLE).ok()?;
+    let product: Vec<&str> = list
+        .split(',')
+        .map(str::trim)
+        .filter(|name| !name.is_empty() && *name != REDIS_AOF)
+        .collect();
+    (!product.is_empty()).then(|| product.join(","))
 }
 
 const SERVICENOW_USER: &str = "stormgate.integration";
 const SERVICENOW_PASSWORD: &str = "s3cret";
-
-/// The work-note sink the handler builds from the `SERVICENOW_*` settings: the Table
-/// API client and the outbox in the same Redis as everything else.
-async fn work_note_sink(instance: &FakeServiceNow, redis_url: &str) -> WorkNoteSink {
-    let connection = redis::aio::ConnectionManager::new(redis::Client::open(redis_url).unwrap())
-        .await
-        .unwrap();
-    WorkNoteSink {
-        client: ServiceNowClient::new(ServiceNowConfig {
-            instance_url: instance.instance_url(),
-            username: SERVICENOW_USER.into(),
-            password: SERVICENOW_PASSWORD.into(),
-            timeout: Duration::from_secs(2),
-        })
-        .unwrap(),
-        outbox: WorkNoteOutbox::new(connection, WorkNoteOutbox::DEFAULT_KEY),
-    }
-}
 
 fn simulator_config(options: &RigOptions) -> SimulatorConfig {
     let deployments = [PREMIUM, STANDARD]

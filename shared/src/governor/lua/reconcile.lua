@@ -7,7 +7,10 @@ local before = tonumber(redis.call('HGET', charges, id))
 if not before then return {'settled', 0} end
 redis.call('HSET', charges, id, used)
 redis.call('SADD', reconciled, id)
-redis.call('HINCRBY', state, 'window_tokens', used - before)
+redis.call('HINCRBY', state, 'minute_tokens', used - before)
+if redis.call('ZSCORE', short, id) then
+  redis.call('HINCRBY', state, 'short_tokens', used - before)
+end
 if used <= before then
   redis.call('HINCRBY', state, 'refunded_tokens', before - used)
   return {'refunded', before - used}
