@@ -104,7 +104,8 @@ async fn a_throttled_servicenow_delays_work_notes_not_summaries_and_they_catch_u
     let tick = rig.dispatch().await;
     assert_eq!(
         tick["work_notes"]["delivered"], 8,
-        "every waiting note is delivered once ServiceNow takes them: {tick}"
+        "every waiting note is delivered once ServiceNow takes them: {}",
+        tick["work_notes"]
     );
     assert_each_note_delivered_once(&rig, &events).await;
     rig.assert_nothing_duplicated(1);
@@ -136,7 +137,8 @@ async fn a_servicenow_outage_delays_work_notes_not_summaries_and_they_catch_up()
     let tick = rig.dispatch().await;
     assert_eq!(
         tick["work_notes"]["delivered"], 8,
-        "every waiting note is delivered once ServiceNow takes them: {tick}"
+        "every waiting note is delivered once ServiceNow takes them: {}",
+        tick["work_notes"]
     );
     assert_each_note_delivered_once(&rig, &events).await;
     rig.assert_nothing_duplicated(1);
