@@ -74,7 +74,7 @@ pub struct AdmittedGroup {
     pub tier: Tier,
     pub kind: SummaryKind,
     pub leases: Vec<Lease>,
-    /// Reconcile it with the call's real usage ([`Governor::reconcile`]).
+    /// Reconcile it with what the call was charged ([`Governor::reconcile`]).
     pub reservation: Reservation,
     /// The call's `max_tokens` must not exceed this: it is what was charged for output.
     pub max_output_tokens: Tokens,

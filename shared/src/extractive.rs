@@ -508,25 +508,11 @@ fn major_outages(open: &[&RollupEntry]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::classifier::Classifier;
-    use crate::classifier::features::FeatureInput;
-    use crate::event::{CdcHeaders, ParseLimits, parse_event};
-    use crate::log_bounding::{BoundingLimits, bound_lines};
     use crate::scrubber::find_leaks;
+    use crate::snapshot::snapshot_of_event;
 
     fn snapshot(json: serde_json::Value) -> TicketSnapshot {
-        let ticket = parse_event(
-            json.to_string().as_bytes(),
-            &CdcHeaders::default(),
-            ParseLimits::default(),
-        )
-        .unwrap();
-        let log = bound_lines(ticket.alarm_lines(), BoundingLimits::default());
-        let prediction = Classifier::embedded()
-            .unwrap()
-            .predict(&FeatureInput::from_ticket(&ticket, &log));
-        let routing = prediction.routing.min(ticket.severity);
-        TicketSnapshot::new(ticket, &log, prediction, routing, EpochMillis(0))
+        snapshot_of_event(&json)
     }
 
     fn storm_ticket() -> serde_json::Value {

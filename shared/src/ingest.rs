@@ -21,12 +21,12 @@ use crate::event::{CdcHeaders, ParseLimits, Ticket, parse_event};
 use crate::extractive;
 use crate::job::{Job, JobId, SummaryKind, Tier};
 use crate::log_bounding::{BoundingLimits, bound_lines};
+use crate::metering;
 use crate::prompts;
 use crate::severity::Severity;
 use crate::snapshot::TicketSnapshot;
 use crate::store::{DeadLetter, IngestOutcome, IngestRecord, Store, StoreError};
 use crate::summary::{EXTRACTIVE_MODEL, Summary};
-use crate::token_estimate;
 use crate::tokens::Tokens;
 
 /// One Kafka record as the trigger delivered it.
@@ -101,11 +101,12 @@ pub enum IngestError {
     StoreUnavailable(String),
 }
 
-/// The prompt tokens a job will be charged: the fast upper bound of the very request the
-/// tier worker will build for this ticket alone (template, delimiters and ticket text).
+/// The prompt tokens a job will be charged: the limiter's arrival estimate
+/// ([`metering::prompt_charge`]) of the very request the tier worker will build for this
+/// ticket alone (template, delimiters and ticket text).
 pub fn prompt_token_estimate(text: &prompts::TicketText, kind: SummaryKind) -> Tokens {
     let request = prompts::ticket_request(prompts::current(kind), "", std::slice::from_ref(text));
-    token_estimate::chat_upper_bound(&request.messages)
+    metering::prompt_charge(&request.messages)
 }
 
 /// What became of one event of a batch.
@@ -330,7 +331,6 @@ pub fn prepare(
     if snapshot.customer_impacting {
         kinds.push((SummaryKind::Customer, policy.customer_max_output));
     }
-    let prompt_text = prompts::ticket_text(&snapshot, policy.prompt_chars);
     let coalesce_key = coalesce_key(t, policy.coalesce_window, now);
     // Every queued kind has a deadline; one without would never be queued.
     let jobs = kinds
@@ -345,7 +345,10 @@ pub fn prepare(
                 number: t.number.clone(),
                 severity: routing,
                 tier: tier_for(kind, routing, policy.premium_up_to),
-                prompt_tokens: prompt_token_estimate(&prompt_text, kind),
+                prompt_tokens: prompt_token_estimate(
+                    &prompts::ticket_text_for(kind, &snapshot, policy.prompt_chars),
+                    kind,
+                ),
                 max_output_tokens: max_output,
                 enqueued_at: now,
                 deadline: policy.deadlines.deadline(now, routing, kind)?,

@@ -1,8 +1,9 @@
 //! Bounds a ticket log before anything expensive sees it: repeated alarm lines collapse into
 //! one line with a count, the head and tail are kept, and a hard byte cap holds.
 //!
-//! During a storm the same alarm repeats hundreds of times with only a timestamp, counter or
-//! interface number changed, so lines are compared after replacing every digit run with `#`.
+//! During a storm the same alarm repeats hundreds of times with only a timestamp, counter,
+//! interface or serial changed, so lines are compared after replacing every word that holds
+//! a digit (`10:40:12`, `HundredGigE0/1/0/34`, `ALCL09B0603B`) with `#`.
 //! Everything is one pass plus a hash map: linear in the log's size.
 
 use std::collections::HashMap;
@@ -142,24 +143,37 @@ fn omission_marker(n: usize) -> String {
     format!("[... {n} lines omitted ...]\n")
 }
 
-/// Writes the line's comparison key into `out`: trimmed, ASCII digit runs replaced by `#`,
-/// whitespace runs by one space. Only ASCII bytes are replaced, so the key is still UTF-8.
+/// Writes the line's comparison key into `out`: trimmed, every ASCII alphanumeric word
+/// holding a digit replaced by `#` (adjacent ones by one), whitespace runs by one space.
+/// Only whole ASCII words are replaced, so the key is still UTF-8.
 fn normalise_into(line: &str, out: &mut Vec<u8>) {
     out.clear();
-    let mut prev = 0u8;
-    for &b in line.trim().as_bytes() {
-        let class = if b.is_ascii_digit() {
-            b'#'
-        } else if b.is_ascii_whitespace() {
-            b' '
-        } else {
-            b
-        };
-        if class == prev && (class == b'#' || class == b' ') {
+    let bytes = line.trim().as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if b.is_ascii_alphanumeric() {
+            // A word with a digit in it (a counter, a port, a serial, a MAC) is one
+            // variable: its letters are as much a value as its digits.
+            let start = i;
+            while i < bytes.len() && bytes[i].is_ascii_alphanumeric() {
+                i += 1;
+            }
+            let word = &bytes[start..i];
+            if word.iter().any(u8::is_ascii_digit) {
+                if out.last() != Some(&b'#') {
+                    out.push(b'#');
+                }
+            } else {
+                out.extend_from_slice(word);
+            }
             continue;
         }
-        out.push(class);
-        prev = class;
+        let class = if b.is_ascii_whitespace() { b' ' } else { b };
+        if !(class == b' ' && out.last() == Some(&b' ')) {
+            out.push(class);
+        }
+        i += 1;
     }
 }
 
@@ -334,6 +348,31 @@ mod tests {
         assert!(lines[1].text.contains("BGP"));
         assert_eq!(b.report.repeats_collapsed, 2);
         assert!(b.render().contains("[x3]"));
+    }
+
+    #[test]
+    fn repeats_differing_in_serials_and_interface_names_collapse_too() {
+        let log = "10:40:12 olt1 GPON: ONT 1/11/11 DYING-GASP received, serial ALCL09B0603B\n\
+                   10:41:12 olt1 GPON: ONT 1/13/3 DYING-GASP received, serial ALCLD8996E23\n\
+                   10:42:12 olt1 GPON: ONT 0/2/16 DYING-GASP received, serial ALCLF12A6305\n\
+                   10:43:01 core2 Interface HundredGigE0/1/0/34 changed state to Down\n\
+                   10:43:09 core2 Interface HundredGigE0/2/0/8 changed state to Down\n";
+        let b = bound_text(log, BoundingLimits::default());
+        let lines: Vec<_> = b.lines().collect();
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert_eq!(lines[0].occurrences, 3);
+        assert_eq!(lines[1].occurrences, 2);
+        // The first occurrence is kept as it was written.
+        assert!(lines[0].text.ends_with("ALCL09B0603B"));
+    }
+
+    #[test]
+    fn words_without_digits_keep_lines_apart() {
+        let b = bound_text(
+            "olt1 DYING-GASP serial ALCL1\nolt1 LOS serial ALCL2\n",
+            BoundingLimits::default(),
+        );
+        assert_eq!(b.lines().count(), 2);
     }
 
     #[test]

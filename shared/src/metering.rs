@@ -1,8 +1,11 @@
-//! Azure OpenAI metering, as the simulator and the storm lab apply it.
+//! Azure OpenAI metering: the model of the *service's* limiter that the simulator
+//! enforces and the governor charges by.
 //!
-//! This is a model of the *service's* limiter (REFERENCE.md, "Azure OpenAI metering"),
-//! not of stormgate's governor: the governor has to stay inside what this meter
-//! allows, so the lab can only prove that if the meter is at least as strict as Azure.
+//! The governor reserves and settles every call at [`request_arrival_charge`], because
+//! that is what the limiter counts against the deployment's TPM, not the tokens the call
+//! is billed for. Where the real limiter's estimate differs from this model, the
+//! deployment's `x-ratelimit-remaining-tokens` answers show it and the governor holds
+//! the difference back (`Governor::observe_remaining`), with headroom on top.
 //!
 //! - Each deployment has its own limiter: `tpm` tokens per minute and
 //!   [`requests_per_minute`] = 6 per 1,000 TPM.
@@ -25,6 +28,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::clock::EpochMillis;
+use crate::llm::{ChatMessage, ChatRequest};
 use crate::tokens::Tokens;
 
 /// Characters per token in Azure's arrival estimate of a prompt.
@@ -51,6 +55,30 @@ pub fn requests_per_minute(tpm: u64) -> u64 {
 /// capped at `max_tokens`.
 pub fn arrival_charge(prompt_chars: u64, max_tokens: u32) -> Tokens {
     Tokens(prompt_chars.div_ceil(PROMPT_CHARS_PER_TOKEN) + u64::from(max_tokens))
+}
+
+/// The prompt part of the arrival estimate for `messages` (every message's content).
+pub fn prompt_charge(messages: &[ChatMessage]) -> Tokens {
+    let prompt_chars: u64 = messages
+        .iter()
+        .map(|m| m.content.chars().count() as u64)
+        .sum();
+    text_charge_of_chars(prompt_chars)
+}
+
+/// The prompt part of the arrival estimate for a piece of text added to a prompt.
+pub fn text_charge(text: &str) -> Tokens {
+    text_charge_of_chars(text.chars().count() as u64)
+}
+
+fn text_charge_of_chars(chars: u64) -> Tokens {
+    Tokens(chars.div_ceil(PROMPT_CHARS_PER_TOKEN))
+}
+
+/// What the limiter charges `request` at arrival: its [`prompt_charge`] plus its
+/// `max_tokens`. The governor charges calls exactly this, before and after them.
+pub fn request_arrival_charge(request: &ChatRequest) -> Tokens {
+    prompt_charge(&request.messages) + Tokens(u64::from(request.max_tokens))
 }
 
 /// How long the short request window is. Azure evaluates rates "over 1 s or 10 s".
@@ -332,6 +360,29 @@ mod tests {
         assert_eq!(RequestWindow::TenSeconds.limit(900), 150);
         assert_eq!(RequestWindow::OneSecond.limit(900), 15);
         assert_eq!(RequestWindow::OneSecond.limit(6), 1);
+    }
+
+    #[test]
+    fn a_requests_arrival_charge_counts_every_message_and_its_max_tokens() {
+        let request = ChatRequest {
+            deployment: "premium".into(),
+            messages: vec![
+                crate::llm::ChatMessage {
+                    role: crate::llm::Role::System,
+                    content: "abcdef".into(),
+                },
+                crate::llm::ChatMessage {
+                    role: crate::llm::Role::User,
+                    content: "éé€".into(),
+                },
+            ],
+            max_tokens: 50,
+            temperature: 0.0,
+        };
+        // Nine characters (not bytes) in all: ⌈9/4⌉ = 3.
+        assert_eq!(prompt_charge(&request.messages), Tokens(3));
+        assert_eq!(request_arrival_charge(&request), Tokens(53));
+        assert_eq!(text_charge("abcde"), Tokens(2));
     }
 
     #[test]

@@ -20,7 +20,7 @@ use crate::snapshot::TicketSnapshot;
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PromptTemplate {
     pub kind: SummaryKind,
-    /// `technician/v1`, `customer/v1`, `rollup/v1`.
+    /// `technician/v1`, `customer/v2`, `rollup/v1`.
     pub id: &'static str,
     pub system: &'static str,
     pub max_tokens: u32,
@@ -67,7 +67,7 @@ pub const RELATED_ENTRY_MAX_CHARS: usize = 400;
 
 pub const CUSTOMER_V1: PromptTemplate = PromptTemplate {
     kind: SummaryKind::Customer,
-    id: "customer/v1",
+    id: "customer/v2",
     system: "You write short service status notices for affected customers of a network \
 operator. Plain language, at most four sentences: which service is affected, where, since \
 when, what customers may notice, and that work is under way. Never mention host names, \
@@ -105,6 +105,63 @@ pub struct TicketText {
     pub number: String,
     /// Header facts and the bounded log, as plain text.
     pub body: String,
+}
+
+/// A stored ticket as prompt text for a summary of `kind`, within `max_chars`.
+pub fn ticket_text_for(
+    kind: SummaryKind,
+    snapshot: &TicketSnapshot,
+    max_chars: usize,
+) -> TicketText {
+    match kind {
+        SummaryKind::Customer => customer_ticket_text(snapshot, max_chars),
+        SummaryKind::Technician | SummaryKind::Rollup => ticket_text(snapshot, max_chars),
+    }
+}
+
+/// Characters of a ticket's description a customer notice's prompt carries at most.
+pub const CUSTOMER_DESCRIPTION_MAX_CHARS: usize = 400;
+
+/// What a customer notice may be written from: the service, the place, the time and
+/// the scale of the impact. The alarm log, work notes, configuration item, assignment
+/// group and parent number stay out: the notice must not mention any of them, so
+/// sending them would only pay for tokens the model has to ignore, and give it the
+/// chance to leak them.
+pub fn customer_ticket_text(snapshot: &TicketSnapshot, max_chars: usize) -> TicketText {
+    let t = &snapshot.ticket;
+    let mut body = String::new();
+    let _ = writeln!(body, "Number: {}", t.number);
+    let _ = writeln!(body, "State: {}", t.state.as_str());
+    for (label, value) in [
+        ("Category", &t.category),
+        ("Subcategory", &t.subcategory),
+        ("Location", &t.location),
+        ("Region", &t.region),
+    ] {
+        if let Some(v) = value {
+            let _ = writeln!(body, "{label}: {v}");
+        }
+    }
+    if let Some(opened) = t.opened_at {
+        let _ = writeln!(body, "Opened: {opened}");
+    }
+    if let Some(n) = t.customers_affected {
+        let _ = writeln!(body, "Customers affected: {n}");
+    }
+    let _ = writeln!(body, "Short description: {}", t.short_description);
+    let description: String = t
+        .description
+        .trim()
+        .chars()
+        .take(CUSTOMER_DESCRIPTION_MAX_CHARS)
+        .collect();
+    if !description.is_empty() {
+        let _ = writeln!(body, "Description: {description}");
+    }
+    TicketText {
+        number: t.number.clone(),
+        body: head_and_tail(&body, max_chars),
+    }
 }
 
 /// A stored ticket as prompt text within `max_chars`: header facts, the latest journal
@@ -341,6 +398,53 @@ mod tests {
     }
 
     #[test]
+    fn a_customer_prompt_carries_the_impact_but_no_log_device_or_internal_names() {
+        let event = serde_json::json!({
+            "sys_id": "9d385017c611228701d22104cc95c371", "number": "INC0012345",
+            "sys_mod_count": "3", "priority": "2", "impact": "1", "urgency": "2", "state": "2",
+            "category": "Network", "subcategory": "Broadband", "location": "Leeds LS1",
+            "u_region": "North", "cmdb_ci": "lds-olt-07.net.example", "parent": "INC0012000",
+            "assignment_group": {"display_value": "Core Network Ops", "value": "abc"},
+            "short_description": "Broadband down in Leeds city centre",
+            "description": "Customers in Leeds report no broadband.",
+            "u_customers_affected": "1234",
+            "opened_at": "2026-11-29 10:00:00",
+            "u_alarm_log": "2026-11-29 10:00:01 lds-olt-07 GPON: ONT 1/1/1 LOS serial ALCL1A2B\n",
+            "work_notes": "2026-11-29 10:20:00 - Priya Raman (Work notes)\nCall Priya on 0113 496 0000.\n\n"
+        });
+        let snapshot = crate::snapshot::snapshot_of_event(&event);
+        let customer = ticket_text_for(SummaryKind::Customer, &snapshot, 12_000).body;
+        for fact in [
+            "Broadband down in Leeds",
+            "Leeds LS1",
+            "North",
+            "1234",
+            "Broadband",
+            "2026-11-29T10:00:00Z",
+        ] {
+            assert!(customer.contains(fact), "{fact} missing from {customer}");
+        }
+        for internal in [
+            "lds-olt-07",
+            "ONT",
+            "Core Network Ops",
+            "INC0012000",
+            "Priya",
+            "0113",
+        ] {
+            assert!(!customer.contains(internal), "{internal} in {customer}");
+        }
+        // The technician's view keeps all of it.
+        let technician = ticket_text_for(SummaryKind::Technician, &snapshot, 12_000).body;
+        for fact in ["lds-olt-07", "GPON", "Core Network Ops", "INC0012000"] {
+            assert!(
+                technician.contains(fact),
+                "{fact} missing from {technician}"
+            );
+        }
+    }
+
+    #[test]
     fn injected_text_only_ever_appears_inside_the_delimited_user_content() {
         for kind in [SummaryKind::Technician, SummaryKind::Customer] {
             for injection in INJECTIONS {
@@ -380,7 +484,12 @@ mod tests {
             let template = current(kind);
             assert!(template.max_tokens > 0);
             assert!(template.id.starts_with(kind.as_str()));
-            assert!(template.id.ends_with("/v1"));
+            let version = template.id.rsplit_once("/v").map(|(_, v)| v);
+            assert!(
+                version.is_some_and(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit())),
+                "{}",
+                template.id
+            );
         }
         let req = ticket_request(&TECHNICIAN_V1, "dep", &[ticket("x")]);
         assert_eq!(req.max_tokens, 300);

@@ -26,6 +26,7 @@ use crate::governor::{
     Admission as GovernorAdmission, DeploymentName, Governor, ReportedRemaining, Reservation,
 };
 use crate::llm::{ChatRequest, Completion, LlmClient, LlmError, RateLimitView};
+use crate::metering;
 use crate::tokens::Tokens;
 
 /// How hard the layer tries.
@@ -238,7 +239,7 @@ pub trait RetryGate: Send + Sync + std::fmt::Debug {
     async fn readmit(&self, deployment: &str, cost: Tokens, now: EpochMillis) -> Readmission;
     /// A 429 asked every instance to stay away from `deployment` for `retry_after`.
     async fn report_throttle(&self, deployment: &str, retry_after: Duration, now: EpochMillis);
-    /// Settles an admitted reservation with what the call really used (zero when the
+    /// Settles an admitted reservation with what the limiter charged the call (zero when the
     /// service refused it before doing any work). `view` is what the deployment said
     /// it has left at `now`, which feeds the governor's view of the deployment.
     async fn settle(
@@ -302,7 +303,7 @@ impl RetryGate for Governor {
         if let Err(error) = self.reconcile(reservation, used).await {
             tracing::warn!(deployment = %reservation.deployment, %error, "could not reconcile usage");
         }
-        // After the reconciliation, so the window holds the call's real usage when it
+        // After the reconciliation, so the window holds the call's real charge when it
         // is compared with what the deployment says is left.
         let reported = ReportedRemaining {
             tokens: view.remaining_tokens,
@@ -385,7 +386,7 @@ pub async fn complete_with_retry<R: Rng + Send + ?Sized>(
                 env.gate
                     .settle(
                         &reservation,
-                        completion.usage.total(),
+                        metering::request_arrival_charge(&request),
                         completion.rate_limit,
                         env.clock.now(),
                     )
@@ -718,7 +719,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn every_retry_is_admitted_again_and_success_is_reconciled() {
+    async fn every_retry_is_admitted_again_and_success_settles_at_the_arrival_charge() {
         let rig = Rig::new(vec![
             Err(LlmError::Timeout),
             Err(server_error()),
@@ -727,13 +728,15 @@ mod tests {
         let outcome = rig.run(2).await;
         assert_eq!(outcome.result.map(|c| c.text), Ok("ok".to_owned()));
         assert_eq!(*rig.admission.readmits.lock().unwrap(), 2);
-        // Timeout keeps its reservation spent, the 500 releases it, success charges usage.
+        // Timeout keeps its reservation spent, the 500 releases it, success charges what
+        // the limiter counted: the one-character prompt's ⌈1/4⌉ plus max_tokens 200, not
+        // the 120 tokens of usage it is billed for.
         assert_eq!(
             *rig.admission.reconciled.lock().unwrap(),
             vec![
                 (Tokens(300), Tokens(300)),
                 (Tokens(300), Tokens(0)),
-                (Tokens(300), Tokens(120))
+                (Tokens(300), Tokens(201))
             ]
         );
     }

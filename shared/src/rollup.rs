@@ -21,6 +21,7 @@ use sha2::{Digest, Sha256};
 use crate::clock::Clock;
 use crate::job::{SummaryKind, Tier};
 use crate::llm::LlmClient;
+use crate::metering;
 use crate::prompts;
 use crate::retry::{RetryEnv, RetryGate, RetryPolicy, complete_with_retry};
 use crate::severity::Severity;
@@ -29,7 +30,6 @@ use crate::store::{Store, StoreError};
 use crate::summarize::Deployment;
 use crate::summary::{EXTRACTIVE_MODEL, Summary};
 use crate::ticket_id::TicketId;
-use crate::token_estimate;
 use crate::tokens::Tokens;
 
 /// Major outages listed per roll-up, most severe first.
@@ -214,9 +214,8 @@ impl RollupWorker<'_> {
             &facts.as_prompt_facts(),
             &summaries,
         );
-        // The measured upper bound, as every other admission charges its prompt.
-        let cost = token_estimate::chat_upper_bound(&request.messages)
-            + Tokens(u64::from(template.max_tokens));
+        // The limiter's arrival estimate, as every other admission charges its call.
+        let cost = metering::request_arrival_charge(&request);
         let seed = self
             .rng
             .lock()

@@ -119,3 +119,25 @@ fn keep_recent_journal(log: &mut Vec<LogEntry>) {
     }
     log.drain(..keep_from);
 }
+
+/// A ticket event as ingest would store it, for unit tests of what reads snapshots.
+#[cfg(test)]
+pub(crate) fn snapshot_of_event(json: &serde_json::Value) -> TicketSnapshot {
+    use crate::classifier::Classifier;
+    use crate::classifier::features::FeatureInput;
+    use crate::event::{CdcHeaders, ParseLimits, parse_event};
+    use crate::log_bounding::{BoundingLimits, bound_lines};
+
+    let ticket = parse_event(
+        json.to_string().as_bytes(),
+        &CdcHeaders::default(),
+        ParseLimits::default(),
+    )
+    .expect("a valid test event");
+    let log = bound_lines(ticket.alarm_lines(), BoundingLimits::default());
+    let prediction = Classifier::embedded()
+        .expect("the embedded model")
+        .predict(&FeatureInput::from_ticket(&ticket, &log));
+    let routing = prediction.routing.min(ticket.severity);
+    TicketSnapshot::new(ticket, &log, prediction, routing, EpochMillis(0))
+}

@@ -30,6 +30,7 @@ use crate::fault_switches::{self, Mechanism};
 use crate::governor::Reservation;
 use crate::job::{JobId, SummaryKind, Tier};
 use crate::llm::{ChatRequest, LlmClient, RateLimitView};
+use crate::metering;
 use crate::prompts::{self, TicketText};
 use crate::related_context::RelatedContext;
 use crate::retry::{
@@ -40,7 +41,6 @@ use crate::snapshot::TicketSnapshot;
 use crate::store::{Lease, LeasedGroup, Store, StoreError};
 use crate::summary::{EXTRACTIVE_MODEL, PutOutcome, Summary};
 use crate::ticket_id::TicketId;
-use crate::token_estimate;
 use crate::tokens::Tokens;
 
 /// Technician summaries are five sentences at most.
@@ -163,7 +163,7 @@ impl TierWorker<'_> {
     /// Summarizes a leased group and acknowledges its leases.
     ///
     /// `reservation` is what dispatch admitted for the group's call; it is settled
-    /// with real usage. A group mixing summary kinds needs one call per kind: the
+    /// with what the call was charged. A group mixing summary kinds needs one call per kind: the
     /// further calls are admitted through the governor first. Store failures abort
     /// without acknowledging, so the leases expire and the jobs are served again.
     pub async fn summarize_group(
@@ -277,7 +277,7 @@ impl TierWorker<'_> {
         let request = cap(match &related {
             Some(excerpt) => prompts::technician_request_with_related(
                 &self.deployment.name,
-                &self.ticket_texts(items, per_ticket),
+                &self.ticket_texts(kind, items, per_ticket),
                 &excerpt.text,
             ),
             None => self.request(kind, items, per_ticket),
@@ -299,7 +299,7 @@ impl TierWorker<'_> {
         let retried =
             complete_with_retry(env, request, reservation, cost, Some(&shorten), &mut rng).await;
         if let Some(extra) = related.and_then(|r| r.reservation) {
-            // The call's real usage, excerpt included, was settled on its own reservation.
+            // The call's charge, excerpt included, was settled on its own reservation.
             self.gate
                 .settle(
                     &extra,
@@ -357,14 +357,19 @@ impl TierWorker<'_> {
         prompts::ticket_request(
             prompts::current(kind),
             &self.deployment.name,
-            &self.ticket_texts(items, per_ticket),
+            &self.ticket_texts(kind, items, per_ticket),
         )
     }
 
-    fn ticket_texts(&self, items: &[Item<'_>], per_ticket: usize) -> Vec<TicketText> {
+    fn ticket_texts(
+        &self,
+        kind: SummaryKind,
+        items: &[Item<'_>],
+        per_ticket: usize,
+    ) -> Vec<TicketText> {
         items
             .iter()
-            .map(|i| prompts::ticket_text(&i.snapshot, per_ticket))
+            .map(|i| prompts::ticket_text_for(kind, &i.snapshot, per_ticket))
             .collect()
     }
 
@@ -385,8 +390,8 @@ impl TierWorker<'_> {
             return None;
         }
         let text = prompts::related_excerpt(&related.related(&query).await)?;
-        // The measured upper bound of exactly what is appended to the prompt.
-        let tokens = token_estimate::upper_bound(&prompts::related_block(&text));
+        // The limiter's estimate of exactly what is appended to the prompt.
+        let tokens = metering::text_charge(&prompts::related_block(&text));
         if !admitted {
             return Some(RelatedExcerpt {
                 text,

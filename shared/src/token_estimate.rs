@@ -1,7 +1,11 @@
-//! Token estimates for prompts: the exact tokenizer and the measured fast upper bound.
+//! Token counts of prompts: the exact tokenizer and the measured fast upper bound.
 //!
-//! The governor charges a call its prompt tokens plus `max_tokens`, so the prompt side
-//! must never be under-estimated. Two ways to get it:
+//! These count what a call is *billed*. The governor does not use them: it charges what
+//! the deployment's limiter counts against the TPM, the arrival estimate of
+//! [`crate::metering`], which for log-heavy prompts is lower than the real count (an
+//! upper bound here over-reserved such prompts by about a third and left that much of
+//! the quota unused). They are kept for capacity planning and cost estimates, where the
+//! billed tokens are what matters. Two ways to get them:
 //!
 //! - [`count_exact`] / [`chat_exact`]: the deployment's own BPE (`o200k_base` for the
 //!   GPT-4o/4.1/5 and o-series families, `cl100k_base` for GPT-4 and GPT-3.5), chosen
@@ -9,7 +13,7 @@
 //!   shared by every caller; [`warm`] builds it off the request path (it takes ~0.5 s).
 //!   Costs ~0.2 ms per 2 KB and ≥1.6 ms per 20 KB of alarm log (`benches/token_estimate.rs`).
 //! - [`upper_bound`] / [`chat_upper_bound`]: one pass over the bytes, no tables, for the
-//!   ingest hot path (~5 µs per 2 KB, ~33 µs per 20 KB: some 50× faster). It approximates the tokenizer's pre-splitting: every letter piece
+//!   hot paths (~5 µs per 2 KB, ~33 µs per 20 KB: some 50× faster). It approximates the tokenizer's pre-splitting: every letter piece
 //!   (a run of ASCII letters, split where lower case turns upper) counts 1.2, plus 0.3
 //!   per letter; every group of up to 3 digits, every ASCII punctuation byte and every
 //!   newline counts 1; every non-ASCII byte 0.4; plus 4.
@@ -20,9 +24,7 @@
 //! line to ~40 KB) with both encodings and asserts `upper_bound ≥ exact` on every sample.
 //! Measured exact/bound ratio: worst 0.93 (random base64 and hex); alarm logs 0.69–0.76,
 //! ticket JSON 0.57–0.66, non-ASCII 0.53–0.91, prose 0.35–0.42. So the bound over-charges
-//! prose by up to ~2.8×; the governor refunds the difference once `usage` is known, but
-//! until then it occupies the window, which is why the tier workers should prefer the
-//! exact count of the final prompt where they can afford it.
+//! prose by up to ~2.8×.
 
 use std::sync::OnceLock;
 

@@ -24,10 +24,10 @@ use stormgate_handlers::secrets::Secret;
 use stormgate_handlers::tier_runtime;
 use stormgate_shared::clock::{Clock, EpochMillis, ManualClock};
 use stormgate_shared::job::{SummaryKind, Tier};
+use stormgate_shared::metering;
 use stormgate_shared::prompts::{RELATED_MAX_CHARS, TECHNICIAN_RELATED_V1, TECHNICIAN_V1};
 use stormgate_shared::store::Store;
 use stormgate_shared::testing::redis_server::RedisServer;
-use stormgate_shared::token_estimate;
 use tower::ServiceExt;
 
 const T0: EpochMillis = EpochMillis(1_800_000_000_000);
@@ -206,7 +206,7 @@ async fn similar_past_incidents_travel_bounded_in_the_technician_prompt_and_are_
     assert_eq!(premium.ledger.admitted, 2, "{premium:?}");
     assert_eq!(
         premium.ledger.reserved_tokens,
-        admitted + token_estimate::upper_bound(block).get(),
+        admitted + metering::text_charge(block).get(),
         "{premium:?}"
     );
 }

@@ -17,7 +17,6 @@ use stormgate_handlers::redis_connector::RedisConnector;
 use stormgate_handlers::secrets::{KeyVaultSecrets, SecretSource};
 use stormgate_handlers::system_clock::SystemClock;
 use stormgate_handlers::{telemetry, tier_runtime};
-use stormgate_shared::token_estimate::{self, Encoding};
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -54,7 +53,6 @@ async fn run() -> anyhow::Result<()> {
         "stormgate handler listening"
     );
 
-    warm_tokenizers(&settings);
     let connector = RedisConnector::new(settings.redis.clone(), settings.azure_client_id.clone());
     let store = LazyStore::new(Arc::new(connector.clone()));
     let state = AppState::new(settings.clone(), store, clock.clone());
@@ -76,25 +74,6 @@ async fn run() -> anyhow::Result<()> {
         .await?;
     tracing::info!("stormgate handler stopped");
     Ok(())
-}
-
-/// Builds the deployments' tokenizers off the request path: building one takes about a
-/// second of CPU, which the first `classify` would otherwise pay. A failure only means
-/// the first use builds (or fails) again, so it is logged, not fatal.
-fn warm_tokenizers(settings: &Settings) {
-    let mut encodings = vec![
-        Encoding::for_model(&settings.premium.model),
-        Encoding::for_model(&settings.standard.model),
-    ];
-    encodings.dedup();
-    tokio::task::spawn_blocking(move || {
-        for encoding in encodings {
-            match token_estimate::warm(encoding) {
-                Ok(()) => tracing::info!(?encoding, "tokenizer ready"),
-                Err(error) => tracing::warn!(%error, "tokenizer could not be built in advance"),
-            }
-        }
-    });
 }
 
 /// The process environment as the host set it; a variable that is not UTF-8 cannot be

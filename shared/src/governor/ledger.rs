@@ -17,8 +17,8 @@
 //!   expiry of the oldest entries would make room in both (ignoring future refunds):
 //!   both conditions only get easier as entries leave, so that instant is the later of
 //!   the two windows' own.
-//! - Reconciling a reservation still in the window sets its charge to the real usage
-//!   (a refund when smaller). Reconciling twice is a no-op the second time.
+//! - Reconciling a reservation still in the window sets its charge to what the call was
+//!   charged (a refund when smaller). Reconciling twice is a no-op the second time.
 //! - External usage: the deployment itself reports what it has left
 //!   (`x-ratelimit-remaining-tokens` / `-requests`). When it reports fewer tokens (or
 //!   requests) than the ledger has free — tokens: the smaller of the short window's and
@@ -45,7 +45,7 @@ use crate::tokens::Tokens;
 pub struct ReservationId(pub u64);
 
 /// Proof of admission: travels with the admitted group to the tier worker, which
-/// reconciles it with the call's real `usage`.
+/// reconciles it with what the limiter charged the call.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Reservation {
     pub id: ReservationId,
@@ -173,7 +173,7 @@ pub trait Ledger: Send + Sync + std::fmt::Debug {
         now: EpochMillis,
     ) -> Result<Admission, LedgerError>;
 
-    /// Sets a reservation's charge to what the call really used.
+    /// Sets a reservation's charge to what the call was charged.
     async fn reconcile(
         &self,
         reservation: &Reservation,

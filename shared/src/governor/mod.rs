@@ -5,8 +5,10 @@
 //! Quota is per deployment, RPM is 6 per 1,000 TPM, and both are evaluated over short
 //! windows, so a minute's budget sent in one burst is refused. The governor charges the
 //! same way ([`Governor::admit`] takes estimate + max_tokens), keeps a configurable
-//! [`Headroom`], gives the unused part of a reservation back once the real `usage` is
-//! known ([`Governor::reconcile`]), and turns any worker's 429 into a cooldown every
+//! [`Headroom`], settles each reservation once the call is answered with what the
+//! limiter charged the request actually sent ([`Governor::reconcile`] with
+//! [`crate::metering::request_arrival_charge`]: the arrival estimate, not the billed
+//! `usage`, which for log-heavy prompts is higher and would leave quota unused), and turns any worker's 429 into a cooldown every
 //! instance respects ([`Governor::report_throttle`]); a Retry-After at or beyond
 //! [`GovernorPolicy::down_after`] (a daily quota says 86400 s) marks the deployment down
 //! so work spills instead of waiting. What the deployment says it has left
@@ -46,9 +48,9 @@
 //! never above Azure's limit.) The property tests in `tests/governor_props.rs`
 //! check exactly these statements on random arrivals, sizes and completion times.
 //!
-//! A refund frees budget as soon as the real usage is known; the service's own meter
-//! may keep charging its arrival estimate for the rest of its window, which is one
-//! more reason for the headroom.
+//! A refund frees budget as soon as the call is answered: the request actually sent is
+//! usually smaller than its reservation (a group shares one system prompt, a retry may
+//! shorten the prompt).
 //!
 //! State lives behind the [`Ledger`] trait: [`MemoryLedger`] for one process,
 //! [`RedisLedger`] for a fleet (one Lua script per operation, atomic across instances).
@@ -223,8 +225,8 @@ impl Governor {
         Ok(admission)
     }
 
-    /// Settles a reservation with the call's real usage (prompt + completion tokens);
-    /// `Tokens::ZERO` when the call was never made.
+    /// Settles a reservation with what the deployment's limiter charged the call (its
+    /// arrival estimate of the request sent); `Tokens::ZERO` when the call was never made.
     pub async fn reconcile(
         &self,
         reservation: &Reservation,

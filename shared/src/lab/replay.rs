@@ -254,6 +254,8 @@ struct Recorder {
     /// sys_id → number, to map job ids back to tickets.
     numbers: BTreeMap<String, String>,
     in_flight: u64,
+    /// Jobs pending in stormgate's queues at the last dispatch tick.
+    pending: u64,
     arrivals_done: bool,
 }
 
@@ -293,6 +295,7 @@ async fn run_policy(
         samples: Vec::new(),
         numbers: BTreeMap::new(),
         in_flight: 0,
+        pending: 0,
         arrivals_done: false,
     }));
     let last_arrival = plan.last().map(|e| e.at()).unwrap_or(start);
@@ -429,7 +432,8 @@ fn start_sampler(
             }
             let done = {
                 let mut r = recorder.borrow_mut();
-                let depth = r.in_flight;
+                // Pending jobs plus work in calls: naive has no queue, only call chains.
+                let depth = r.in_flight + r.pending;
                 r.samples.push(Sample {
                     at: now,
                     window_tokens,
@@ -804,10 +808,11 @@ fn start_dispatch(
                     });
                 }
             }
-            let depth = queued(&product).await;
+            let (pending, leased) = queued(&product).await;
             let drained = {
-                let r = recorder.borrow();
-                r.arrivals_done && r.in_flight == 0 && depth == 0
+                let mut r = recorder.borrow_mut();
+                r.pending = pending;
+                r.arrivals_done && r.in_flight == 0 && pending + leased == 0
             };
             if drained {
                 return;
@@ -819,14 +824,16 @@ fn start_dispatch(
     });
 }
 
-async fn queued(product: &Product) -> u64 {
-    let mut total = 0;
+/// Jobs pending and leased over the LLM tiers.
+async fn queued(product: &Product) -> (u64, u64) {
+    let mut totals = (0, 0);
     for tier in Tier::LLM {
         if let Ok(s) = product.store.queue_stats(tier).await {
-            total += s.pending + s.leased;
+            totals.0 += s.pending;
+            totals.1 += s.leased;
         }
     }
-    total
+    totals
 }
 
 async fn run_tier_worker(

@@ -491,8 +491,7 @@ fn decide_for(d: &mut DeploymentState, request: &ChatRequest, now: EpochMillis) 
             headers: faults.headers,
         });
     }
-    let prompt_chars = prompt_chars(request);
-    let charge = metering::arrival_charge(prompt_chars, request.max_tokens);
+    let charge = metering::request_arrival_charge(request);
     let requested = charge.get();
     if requested > d.config.context_tokens {
         return Outcome::ContextLengthExceeded {
@@ -567,14 +566,6 @@ fn decide_for(d: &mut DeploymentState, request: &ChatRequest, now: EpochMillis) 
 
 /// Tokens a chat message costs beyond its content (role and separators).
 const MESSAGE_OVERHEAD_TOKENS: u64 = 4;
-
-fn prompt_chars(request: &ChatRequest) -> u64 {
-    request
-        .messages
-        .iter()
-        .map(|m| m.content.chars().count() as u64)
-        .sum()
-}
 
 /// A fast stand-in for a BPE tokenizer, used for `usage`: every run of letters is one
 /// token per four letters started, every run of digits one per three, every other
