@@ -93,7 +93,7 @@ async fn the_latest_summary_of_each_kind_is_served_with_its_metadata() {
     assert_eq!(customer["tier"], "standard");
     assert_eq!(customer["model"], "gpt-4o-2024-08-06");
     assert_eq!(customer["tokens_used"], 612);
-    assert_eq!(customer["prompt_version"], "customer/v2");
+    assert_eq!(customer["prompt_version"], "customer/v1");
     assert_eq!(customer["degraded"], false);
 }
 

@@ -4,13 +4,16 @@
 
 use std::io::Write as _;
 use std::path::PathBuf;
+use std::sync::Mutex;
 use std::time::Instant;
 
 use clap::Args;
-use stormgate_shared::lab::replay::{Backend, PolicyName, ReplayOptions, replay, replay_trace};
+use stormgate_shared::lab::replay::{
+    Backend, PolicyName, PolicyRun, ReplayOptions, replay, replay_trace,
+};
 use stormgate_shared::lab::report::{Report, html, table};
 use stormgate_shared::lab::scenario::Scenario;
-use stormgate_shared::lab::trace::read_history;
+use stormgate_shared::lab::trace::{TraceEvent, read_history};
 
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
@@ -62,28 +65,8 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
             .unwrap_or(Backend::Memory),
         ..ReplayOptions::default()
     };
-    // One thread, paused in virtual time: the replay is deterministic by construction.
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let started = Instant::now();
-    let mut progress = |policy: PolicyName, done: f64| {
-        let width = 40;
-        let filled = (done * width as f64).round() as usize;
-        eprint!(
-            "\r{:<10} [{}{}] {:>3.0}%",
-            policy.as_str(),
-            "#".repeat(filled.min(width)),
-            " ".repeat(width - filled.min(width)),
-            done * 100.0
-        );
-        let _ = std::io::stderr().flush();
-        if done >= 1.0 {
-            eprintln!();
-        }
-    };
-    let runs = match &args.history {
-        None => runtime.block_on(replay(&scenario, &options, &mut progress))?,
+    let trace = match &args.history {
+        None => None,
         Some(path) => {
             let file = std::fs::File::open(path)
                 .map_err(|e| anyhow::anyhow!("cannot open {}: {e}", path.display()))?;
@@ -95,9 +78,39 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
                 skipped,
                 args.time_scale
             );
-            runtime.block_on(replay_trace(&scenario, trace, &options, &mut progress))?
+            Some(trace)
         }
     };
+    let started = Instant::now();
+    let progress = ProgressLine::new(&options.policies);
+    // One thread per policy, each paused in virtual time on its own single-threaded
+    // runtime: every policy's run is deterministic by construction and shares nothing
+    // with the others, so running them side by side changes no result, only the wall time.
+    let runs = std::thread::scope(|scope| {
+        let handles: Vec<_> = options
+            .policies
+            .iter()
+            .map(|&policy| {
+                let options = ReplayOptions {
+                    policies: vec![policy],
+                    ..options.clone()
+                };
+                let (scenario, trace, progress) = (&scenario, trace.clone(), &progress);
+                scope.spawn(move || run_one(scenario, trace, &options, progress))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .map_err(|_| anyhow::anyhow!("a policy's replay thread panicked"))?
+            })
+            .collect::<anyhow::Result<Vec<Vec<_>>>>()
+    })?
+    .into_iter()
+    .flatten()
+    .collect::<Vec<_>>();
+    progress.finish();
     let report = Report::build(&scenario, args.seed, &runs, started.elapsed().as_secs_f64());
     println!("{}", table(&report));
     if let Some(path) = &args.json {
@@ -107,4 +120,68 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
     std::fs::write(&args.html, html(&report))?;
     println!("HTML report: {}", args.html.display());
     Ok(())
+}
+
+/// Replays one policy on its own single-threaded runtime.
+fn run_one(
+    scenario: &Scenario,
+    trace: Option<Vec<TraceEvent>>,
+    options: &ReplayOptions,
+    progress: &ProgressLine,
+) -> anyhow::Result<Vec<PolicyRun>> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let mut report = |policy: PolicyName, done: f64| progress.update(policy, done);
+    let runs = match trace {
+        None => runtime.block_on(replay(scenario, options, &mut report))?,
+        Some(trace) => runtime.block_on(replay_trace(scenario, trace, options, &mut report))?,
+    };
+    Ok(runs)
+}
+
+/// One terminal line with a bar per policy, redrawn as any of them moves on.
+struct ProgressLine {
+    done: Mutex<Vec<(PolicyName, u32)>>,
+}
+
+impl ProgressLine {
+    const WIDTH: u32 = 30;
+
+    fn new(policies: &[PolicyName]) -> Self {
+        ProgressLine {
+            done: Mutex::new(policies.iter().map(|&p| (p, 0)).collect()),
+        }
+    }
+
+    fn update(&self, policy: PolicyName, done: f64) {
+        let percent = (done.clamp(0.0, 1.0) * 100.0).round() as u32;
+        let mut all = self.done.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(entry) = all.iter_mut().find(|(p, _)| *p == policy) else {
+            return;
+        };
+        if entry.1 == percent {
+            return;
+        }
+        entry.1 = percent;
+        let line: Vec<String> = all
+            .iter()
+            .map(|(p, percent)| {
+                let filled = (percent * Self::WIDTH / 100).min(Self::WIDTH) as usize;
+                format!(
+                    "{:<10} [{}{}] {:>3}%",
+                    p.as_str(),
+                    "#".repeat(filled),
+                    " ".repeat(Self::WIDTH as usize - filled),
+                    percent
+                )
+            })
+            .collect();
+        eprint!("\r{}", line.join("  "));
+        let _ = std::io::stderr().flush();
+    }
+
+    fn finish(&self) {
+        eprintln!();
+    }
 }
