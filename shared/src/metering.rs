@@ -215,6 +215,8 @@ pub struct DeploymentMeter {
     charged: u64,
     /// Arrival times of admitted requests inside the last minute, oldest first.
     requests: VecDeque<EpochMillis>,
+    /// The most tokens the window has held at any instant.
+    peak: u64,
 }
 
 impl DeploymentMeter {
@@ -224,7 +226,14 @@ impl DeploymentMeter {
             charges: VecDeque::new(),
             charged: 0,
             requests: VecDeque::new(),
+            peak: 0,
         }
+    }
+
+    /// The most tokens the 60 s window has held at any instant so far. The window only
+    /// grows when a charge lands, so the peak is exact, not sampled.
+    pub fn peak_tokens(&self) -> u64 {
+        self.peak
     }
 
     pub fn quota(&self) -> Quota {
@@ -253,6 +262,7 @@ impl DeploymentMeter {
         if tokens > 0 {
             self.charges.push_back((now, tokens));
             self.charged = self.charged.saturating_add(tokens);
+            self.peak = self.peak.max(self.charged);
         }
     }
 
@@ -265,6 +275,7 @@ impl DeploymentMeter {
         if reset_requests.is_zero() && reset_tokens.is_zero() {
             self.charges.push_back((now, charge.get()));
             self.charged = self.charged.saturating_add(charge.get());
+            self.peak = self.peak.max(self.charged);
             self.requests.push_back(now);
             return Decision::Admitted(self.remaining(now));
         }
@@ -360,6 +371,17 @@ mod tests {
         assert_eq!(RequestWindow::TenSeconds.limit(900), 150);
         assert_eq!(RequestWindow::OneSecond.limit(900), 15);
         assert_eq!(RequestWindow::OneSecond.limit(6), 1);
+    }
+
+    #[test]
+    fn the_meter_remembers_the_most_its_window_ever_held() {
+        let mut meter = DeploymentMeter::new(Quota::new(10_000));
+        meter.try_charge(at(0), Tokens(3_000));
+        meter.try_charge(at(30_000), Tokens(4_000));
+        // The first charge leaves the window at 60 s: 4,000 held, 7,000 at the peak.
+        meter.try_charge(at(61_000), Tokens(1_000));
+        assert_eq!(meter.tokens_in_window(at(61_000)), 5_000);
+        assert_eq!(meter.peak_tokens(), 7_000);
     }
 
     #[test]

@@ -184,6 +184,9 @@ pub struct DeploymentTotals {
     pub throttled: u64,
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
+    /// The most tokens the deployment's meter held in its minute window at any instant.
+    #[serde(default)]
+    pub peak_window_tokens: u64,
 }
 
 /// Called with the fraction of the current policy done, for progress bars.
@@ -362,6 +365,7 @@ async fn run_policy(
                 throttled: stats.throttled,
                 prompt_tokens: stats.prompt_tokens,
                 completion_tokens: stats.completion_tokens,
+                peak_window_tokens: stats.peak_window_tokens,
             },
         );
     }

@@ -207,7 +207,17 @@ fn policy_report(run: &PolicyRun, prices: &BTreeMap<&str, (f64, f64)>) -> Policy
         calls += d.calls;
         throttled += d.throttled;
     }
-    let mut peak = BTreeMap::new();
+    // The meter's exact peak; the samples (every 10 s) only see the window between charges.
+    let mut peak: BTreeMap<String, f64> = run
+        .deployments
+        .iter()
+        .map(|(name, d)| {
+            (
+                name.clone(),
+                d.peak_window_tokens as f64 / d.tpm.max(1) as f64,
+            )
+        })
+        .collect();
     let mut tokens_per_minute: BTreeMap<String, Vec<u64>> = BTreeMap::new();
     let mut queue_depth = vec![0u64; minutes];
     for s in &run.samples {

@@ -177,6 +177,9 @@ pub struct DeploymentStats {
     pub rejected: u64,
     /// What the meter charged at arrival for admitted requests.
     pub charged_tokens: u64,
+    /// The most tokens the meter's minute window held at any instant.
+    #[serde(default)]
+    pub peak_window_tokens: u64,
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
     /// Arrival instants of the most recent requests (at most [`ARRIVALS_KEPT`]).
@@ -519,6 +522,7 @@ fn decide_for(d: &mut DeploymentState, request: &ChatRequest, now: EpochMillis) 
         Decision::Admitted(r) => r,
     };
     d.stats.charged_tokens += requested;
+    d.stats.peak_window_tokens = d.meter.peak_tokens();
     if d.rng.chance(faults.content_filter_rate) {
         return Outcome::ContentFiltered;
     }
