@@ -2,8 +2,11 @@
 //!
 //! Loads the settings (exiting non-zero with the setting's name when one is missing or
 //! malformed), listens on 127.0.0.1:`FUNCTIONS_CUSTOMHANDLER_PORT` at once (Redis is
-//! connected on first use, the tokenizers are built in the background), and drains
-//! in-flight invocations on SIGTERM or Ctrl-C.
+//! connected on first use), and drains in-flight invocations on SIGTERM or Ctrl-C.
+//!
+//! No exact tokenizer is built here: every token count on the handler's paths is the
+//! table-free upper bound (`token_estimate::upper_bound`), and an exact BPE would hold
+//! some 40 MB resident for nothing.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -17,7 +20,6 @@ use stormgate_handlers::redis_connector::RedisConnector;
 use stormgate_handlers::secrets::{KeyVaultSecrets, SecretSource};
 use stormgate_handlers::system_clock::SystemClock;
 use stormgate_handlers::{telemetry, tier_runtime};
-use stormgate_shared::token_estimate::{self, Encoding};
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -54,7 +56,6 @@ async fn run() -> anyhow::Result<()> {
         "stormgate handler listening"
     );
 
-    warm_tokenizers(&settings);
     let connector = RedisConnector::new(settings.redis.clone(), settings.azure_client_id.clone());
     let store = LazyStore::new(Arc::new(connector.clone()));
     let state = AppState::new(settings.clone(), store, clock.clone());
@@ -76,25 +77,6 @@ async fn run() -> anyhow::Result<()> {
         .await?;
     tracing::info!("stormgate handler stopped");
     Ok(())
-}
-
-/// Builds the deployments' tokenizers off the request path: building one takes about a
-/// second of CPU, which the first `classify` would otherwise pay. A failure only means
-/// the first use builds (or fails) again, so it is logged, not fatal.
-fn warm_tokenizers(settings: &Settings) {
-    let mut encodings = vec![
-        Encoding::for_model(&settings.premium.model),
-        Encoding::for_model(&settings.standard.model),
-    ];
-    encodings.dedup();
-    tokio::task::spawn_blocking(move || {
-        for encoding in encodings {
-            match token_estimate::warm(encoding) {
-                Ok(()) => tracing::info!(?encoding, "tokenizer ready"),
-                Err(error) => tracing::warn!(%error, "tokenizer could not be built in advance"),
-            }
-        }
-    });
 }
 
 /// The process environment as the host set it; a variable that is not UTF-8 cannot be

@@ -489,9 +489,12 @@ fn remove_entry<K: Ord + Clone>(sets: &mut BTreeMap<K, BTreeSet<Entry>>, key: &K
 
 #[async_trait]
 impl Store for MemoryStore {
-    async fn ingest(&self, records: &[IngestRecord]) -> Result<Vec<IngestOutcome>, StoreError> {
+    async fn ingest_each(
+        &self,
+        records: &[IngestRecord],
+    ) -> Result<Vec<Result<IngestOutcome, StoreError>>, StoreError> {
         let mut state = self.state();
-        Ok(records.iter().map(|r| state.ingest_one(r)).collect())
+        Ok(records.iter().map(|r| Ok(state.ingest_one(r))).collect())
     }
 
     async fn ticket_snapshot(

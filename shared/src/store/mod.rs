@@ -188,7 +188,18 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// under its region (see [`Store::region_tickets`]) and marks the region's roll-up
     /// due. When the stored older version was filed under another region, that region's
     /// roll-up is marked due as well (the ticket left it). An empty region counts as none.
-    async fn ingest(&self, records: &[IngestRecord]) -> Result<Vec<IngestOutcome>, StoreError>;
+    async fn ingest(&self, records: &[IngestRecord]) -> Result<Vec<IngestOutcome>, StoreError> {
+        self.ingest_each(records).await?.into_iter().collect()
+    }
+
+    /// [`Store::ingest`], telling for each record whether the store took it: records are
+    /// independent, so one the store refuses (a script error, a value of the wrong type,
+    /// memory pressure) does not undo the others, which are stored whatever becomes of it.
+    /// The outer error is for a store that could not be asked at all.
+    async fn ingest_each(
+        &self,
+        records: &[IngestRecord],
+    ) -> Result<Vec<Result<IngestOutcome, StoreError>>, StoreError>;
 
     /// The latest snapshot stored for a ticket, with its version.
     async fn ticket_snapshot(
