@@ -142,25 +142,47 @@ fn omission_marker(n: usize) -> String {
     format!("[... {n} lines omitted ...]\n")
 }
 
-/// Writes the line's comparison key into `out`: trimmed, ASCII digit runs replaced by `#`,
-/// whitespace runs by one space. Only ASCII bytes are replaced, so the key is still UTF-8.
-fn normalise_into(line: &str, out: &mut Vec<u8>) {
-    out.clear();
-    let mut prev = 0u8;
-    for &b in line.trim().as_bytes() {
-        let class = if b.is_ascii_digit() {
+/// What a byte becomes in a comparison key: `0` = itself; otherwise the marker its run
+/// collapses to (`#` for ASCII digits and `#` itself, one space for ASCII whitespace).
+const KEY_MARKER: [u8; 256] = {
+    let mut table = [0u8; 256];
+    let mut b = 0;
+    while b < 256 {
+        let byte = b as u8;
+        table[b] = if byte.is_ascii_digit() || byte == b'#' {
             b'#'
-        } else if b.is_ascii_whitespace() {
+        } else if byte.is_ascii_whitespace() {
             b' '
         } else {
-            b
+            0
         };
-        if class == prev && (class == b'#' || class == b' ') {
+        b += 1;
+    }
+    table
+};
+
+/// Writes the line's comparison key into `out`: trimmed, ASCII digit runs replaced by `#`,
+/// whitespace runs by one space. Only ASCII bytes are replaced, so the key is still UTF-8.
+/// Bytes kept as they are are copied a run at a time, not byte by byte.
+fn normalise_into(line: &str, out: &mut Vec<u8>) {
+    out.clear();
+    let bytes = line.trim().as_bytes();
+    let mut previous_marker = 0u8;
+    let mut literal_from = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let marker = KEY_MARKER[usize::from(b)];
+        if marker == 0 {
+            previous_marker = 0;
             continue;
         }
-        out.push(class);
-        prev = class;
+        out.extend_from_slice(&bytes[literal_from..i]);
+        literal_from = i + 1;
+        if marker != previous_marker {
+            out.push(marker);
+            previous_marker = marker;
+        }
     }
+    out.extend_from_slice(&bytes[literal_from..]);
 }
 
 /// Collapses repeats, then keeps head and tail within `limits.max_bytes`.
@@ -172,7 +194,7 @@ pub fn bound_lines<'a>(
     let mut distinct: Vec<(&'a str, u32)> = Vec::new();
     // Normalised key → index of its first line. The key buffer is reused, so a repeat
     // (the common case in a storm) costs one pass over the line and one hash, no allocation.
-    let mut seen: HashMap<Vec<u8>, usize> = HashMap::new();
+    let mut seen: HashMap<Vec<u8>, usize, foldhash::fast::RandomState> = HashMap::default();
     let mut key = Vec::with_capacity(256);
     for line in lines {
         report.bytes_in += line.len() + 1;
@@ -445,7 +467,38 @@ mod tests {
         assert_eq!(bound(27).render(), "[... 1 lines omitted ...]\n");
     }
 
+    /// The comparison key as first defined, a byte at a time: the table-driven
+    /// [`normalise_into`] must agree with it on every line.
+    fn reference_key(line: &str) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut prev = 0u8;
+        for &b in line.trim().as_bytes() {
+            let class = if b.is_ascii_digit() {
+                b'#'
+            } else if b.is_ascii_whitespace() {
+                b' '
+            } else {
+                b
+            };
+            if class == prev && (class == b'#' || class == b' ') {
+                continue;
+            }
+            out.push(class);
+            prev = class;
+        }
+        out
+    }
+
     proptest! {
+        #[test]
+        fn table_driven_keys_agree_with_the_byte_at_a_time_definition(
+            line in "[a-z09#: \t\r\n\x0b\x0c\u{a0}\u{e9}\u{2003}-]{0,48}"
+        ) {
+            let mut key = vec![b'x'; 3];
+            normalise_into(&line, &mut key);
+            prop_assert_eq!(key, reference_key(&line));
+        }
+
         #[test]
         fn rendered_log_never_exceeds_the_cap_and_report_adds_up(
             lines in prop::collection::vec("[a-zA-Z0-9 /:.é]{0,120}", 0..200),
