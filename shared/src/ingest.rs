@@ -24,7 +24,7 @@ use crate::log_bounding::{BoundingLimits, bound_lines};
 use crate::prompts;
 use crate::severity::Severity;
 use crate::snapshot::TicketSnapshot;
-use crate::store::{DeadLetter, IngestOutcome, IngestRecord, Store, StoreError};
+use crate::store::{DeadLetter, IngestOutcome, IngestRecord, SnapshotJson, Store, StoreError};
 use crate::summary::{EXTRACTIVE_MODEL, Summary};
 use crate::token_estimate;
 use crate::tokens::Tokens;
@@ -446,7 +446,7 @@ pub fn prepare(
         closed,
         instant_summary: summary,
         jobs,
-        snapshot: serde_json::to_value(&snapshot)
+        snapshot: SnapshotJson::encode(&snapshot)
             .map_err(|e| format!("snapshot could not be encoded: {e}"))?,
     })
 }

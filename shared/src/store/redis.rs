@@ -277,7 +277,7 @@ impl RedisStore {
             .arg(&self.prefix)
             .arg(record.ticket.as_str())
             .arg(record.version)
-            .arg(to_json(&record.snapshot)?)
+            .arg(record.snapshot.as_str())
             .arg(if record.closed { "1" } else { "0" })
             .arg(record.region.as_deref().unwrap_or(""))
             .arg(summary.kind.as_str())
