@@ -276,7 +276,8 @@ async fn classify_counts_records_the_store_refused_apart_from_those_it_stored() 
         .enumerate()
         .map(|(i, v)| kafka_event_data(40 + i as i64, v))
         .collect();
-    let invocation = json!({"Data": {"events": serde_json::to_string(&records).unwrap()}, "Metadata": {}});
+    let invocation =
+        json!({"Data": {"events": serde_json::to_string(&records).unwrap()}, "Metadata": {}});
 
     let router = router_with(LazyStore::ready(store.clone()));
     let (status, body) = post_json_to(router, "/classify", invocation.to_string()).await;
@@ -289,7 +290,14 @@ async fn classify_counts_records_the_store_refused_apart_from_those_it_stored() 
     let letters = store.dead_letters(10).await.unwrap();
     assert_eq!(letters.len(), 1);
     let (_, letter) = &letters[0];
-    assert!(letter.reason.starts_with("store refused the record"), "{}", letter.reason);
+    assert!(
+        letter.reason.starts_with("store refused the record"),
+        "{}",
+        letter.reason
+    );
     assert_eq!(letter.offset, Some(41));
-    assert_eq!(letter.raw, values[1], "the refused event's value, decoded again");
+    assert_eq!(
+        letter.raw, values[1],
+        "the refused event's value, decoded again"
+    );
 }

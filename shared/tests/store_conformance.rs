@@ -18,9 +18,8 @@ use stormgate_shared::event::CdcHeaders;
 use stormgate_shared::job::{Job, SummaryKind, Tier};
 use stormgate_shared::severity::Severity::{self, P1, P2, P3, P4, P5};
 use stormgate_shared::store::{
-    SnapshotJson,
     AgingPolicy, DeadLetter, IngestOutcome, IngestRecord, Lease, QueueStats, REGION_INDEX_CAP,
-    Store,
+    SnapshotJson, Store,
 };
 use stormgate_shared::summary::PutOutcome;
 use stormgate_shared::testing::fixtures::{job, record, summary, technician_job, ticket};
