@@ -28,9 +28,9 @@ fn body() -> Vec<u8> {
 }
 
 fn decode(body: &[u8]) -> Vec<RawEvent> {
-    let request = InvocationRequest::from_slice(body).unwrap();
-    let batch = request.kafka_batch(EVENTS_BINDING).unwrap();
-    batch.accepted().map(raw_event).collect()
+    let mut request = InvocationRequest::from_slice(body).unwrap();
+    let records = request.take_kafka_records(EVENTS_BINDING).unwrap();
+    records.filter_map(Result::ok).map(raw_event).collect()
 }
 
 /// HTTP body to the parser's input (`RawEvent`s), per event.

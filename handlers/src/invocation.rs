@@ -48,10 +48,20 @@ impl From<DecodeError> for ApiError {
 /// Decodes `value` as `T`, peeling JSON-string layers the host may have added.
 ///
 /// A value that already is a `T` is taken as it is (the plain form); a string that is not
-/// a `T` is parsed as JSON and tried again, up to [`MAX_ENCODING_LAYERS`] times.
+/// a `T` is parsed as JSON and tried again, up to [`MAX_ENCODING_LAYERS`] times. Only the
+/// layers parsed out of strings are owned: `value` itself is never copied.
 pub fn decode_layered<T: DeserializeOwned>(value: &Value, context: &str) -> Result<T, DecodeError> {
-    let mut current = value.clone();
-    for _ in 0..MAX_ENCODING_LAYERS {
+    let direct_error = match T::deserialize(value) {
+        Ok(decoded) => return Ok(decoded),
+        Err(e) => e,
+    };
+    let Value::String(text) = value else {
+        return Err(DecodeError::new(context, direct_error));
+    };
+    let mut current: Value = serde_json::from_str(text).map_err(|_| {
+        DecodeError::new(context, format!("{direct_error} (nor is the string JSON)"))
+    })?;
+    for _ in 1..MAX_ENCODING_LAYERS {
         let direct_error = match T::deserialize(&current) {
             Ok(decoded) => return Ok(decoded),
             Err(e) => e,
@@ -126,6 +136,17 @@ impl InvocationRequest {
     /// Input binding `name` as a Kafka batch (`cardinality: many`).
     pub fn kafka_batch(&self, name: &str) -> Result<KafkaBatch, DecodeError> {
         KafkaBatch::decode(self.binding(name)?, &format!("binding {name:?}"))
+    }
+
+    /// Takes input binding `name` out of the request as a Kafka batch whose records are
+    /// decoded one at a time, as they are consumed (see [`KafkaRecords`]).
+    pub fn take_kafka_records(&mut self, name: &str) -> Result<KafkaRecords, DecodeError> {
+        let context = format!("binding {name:?}");
+        let value = self
+            .data
+            .remove(name)
+            .ok_or_else(|| DecodeError::new(&context, "missing from Data"))?;
+        KafkaRecords::decode(value, &context)
     }
 
     /// Input binding `name` as a timer-trigger payload.
@@ -343,28 +364,7 @@ impl KafkaBatch {
     /// Decodes a batch in the host's form (a string holding a JSON array of strings, each
     /// a `KafkaEventData` JSON) or any plainer form (arrays of objects, a single record).
     pub fn decode(value: &Value, context: &str) -> Result<KafkaBatch, DecodeError> {
-        let elements = match decode_layered::<Vec<Value>>(value, context) {
-            Ok(elements) => elements,
-            // cardinality one: a single record where a batch was expected.
-            Err(batch_error) => match decode_layered::<KafkaEvent>(value, context) {
-                Ok(event) => {
-                    return Ok(KafkaBatch {
-                        events: vec![Ok(event)],
-                    });
-                }
-                Err(_) => {
-                    return Err(DecodeError::new(
-                        context,
-                        format!("not a Kafka batch: {}", batch_error.reason),
-                    ));
-                }
-            },
-        };
-        let events = elements
-            .iter()
-            .enumerate()
-            .map(|(i, e)| decode_kafka_element(e, i))
-            .collect();
+        let events = KafkaRecords::decode(value.clone(), context)?.collect();
         Ok(KafkaBatch { events })
     }
 
@@ -374,6 +374,142 @@ impl KafkaBatch {
 
     pub fn rejected(&self) -> impl Iterator<Item = &RejectedKafkaEvent> {
         self.events.iter().filter_map(|e| e.as_ref().err())
+    }
+}
+
+/// A Kafka batch whose records are decoded as they are taken, in order, each exactly once.
+///
+/// In the host's form the batch is one string holding a JSON array of strings. That string
+/// is kept as the only copy of the batch; the array is scanned once for where each
+/// element starts and ends, and an element is unescaped and decoded only when it is
+/// taken, so besides the batch text just one decoded record is alive at a time.
+#[derive(Debug)]
+pub struct KafkaRecords {
+    elements: Elements,
+    next: usize,
+}
+
+#[derive(Debug)]
+enum Elements {
+    /// The host's form: the array's text and each element's byte range in it.
+    Text {
+        text: String,
+        spans: Vec<std::ops::Range<usize>>,
+    },
+    /// A plainer form: the elements as values.
+    Values(Vec<Value>),
+    /// Cardinality one: a single record where a batch was expected.
+    Single(KafkaEvent),
+}
+
+impl KafkaRecords {
+    /// Locates the elements of a batch in any of the forms [`KafkaBatch::decode`] takes.
+    pub fn decode(value: Value, context: &str) -> Result<KafkaRecords, DecodeError> {
+        let elements = match value {
+            Value::Array(elements) => Elements::Values(elements),
+            Value::String(text) => match element_spans(&text) {
+                Some(spans) => Elements::Text { text, spans },
+                None => layered_elements(&Value::String(text), context)?,
+            },
+            other => layered_elements(&other, context)?,
+        };
+        Ok(KafkaRecords { elements, next: 0 })
+    }
+
+    /// How many elements the batch has, taken or not.
+    pub fn len(&self) -> usize {
+        match &self.elements {
+            Elements::Text { spans, .. } => spans.len(),
+            Elements::Values(values) => values.len(),
+            Elements::Single(_) => 1,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Element `index` decoded again, whether taken already or not (to dead-letter a
+    /// record whose decoded form is gone).
+    pub fn element(&self, index: usize) -> Option<Result<KafkaEvent, RejectedKafkaEvent>> {
+        Some(match &self.elements {
+            Elements::Text { text, spans } => {
+                let span = spans.get(index)?.clone();
+                decode_element_text(text.get(span).unwrap_or_default(), index)
+            }
+            Elements::Values(values) => decode_kafka_element(values.get(index)?, index),
+            Elements::Single(event) => match index {
+                0 => Ok(event.clone()),
+                _ => return None,
+            },
+        })
+    }
+}
+
+impl Iterator for KafkaRecords {
+    type Item = Result<KafkaEvent, RejectedKafkaEvent>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let decoded = self.element(self.next)?;
+        self.next += 1;
+        Some(decoded)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let left = self.len().saturating_sub(self.next);
+        (left, Some(left))
+    }
+}
+
+/// Where each element of a JSON array starts and ends in `text`; `None` when `text` is
+/// not a JSON array. Nothing is unescaped or copied.
+fn element_spans(text: &str) -> Option<Vec<std::ops::Range<usize>>> {
+    let elements: Vec<&serde_json::value::RawValue> = serde_json::from_str(text).ok()?;
+    let base = text.as_ptr() as usize;
+    Some(
+        elements
+            .iter()
+            .map(|raw| {
+                // Each raw element borrows from `text`: its offset is a subtraction of addresses.
+                let start = raw.get().as_ptr() as usize - base;
+                start..start + raw.get().len()
+            })
+            .collect(),
+    )
+}
+
+/// The elements of any form but the two common ones, peeled layer by layer.
+fn layered_elements(value: &Value, context: &str) -> Result<Elements, DecodeError> {
+    match decode_layered::<Vec<Value>>(value, context) {
+        Ok(elements) => Ok(Elements::Values(elements)),
+        // cardinality one: a single record where a batch was expected.
+        Err(batch_error) => match decode_layered::<KafkaEvent>(value, context) {
+            Ok(event) => Ok(Elements::Single(event)),
+            Err(_) => Err(DecodeError::new(
+                context,
+                format!("not a Kafka batch: {}", batch_error.reason),
+            )),
+        },
+    }
+}
+
+/// One element of the host's form, from its JSON text in the batch. The common case (a
+/// string holding a well-formed `KafkaEventData`) unescapes the element once and
+/// deserializes the record straight from that text, moving its `Value` out; anything else
+/// takes the general path through a `serde_json::Value`, so the outcome and the reason are
+/// the same as there.
+fn decode_element_text(raw: &str, index: usize) -> Result<KafkaEvent, RejectedKafkaEvent> {
+    match serde_json::from_str::<Value>(raw) {
+        Ok(Value::String(text)) => match serde_json::from_str::<KafkaEvent>(&text) {
+            Ok(event) => Ok(event),
+            Err(_) => decode_kafka_element(&Value::String(text), index),
+        },
+        Ok(element) => decode_kafka_element(&element, index),
+        // The array was scanned as JSON, so its elements are JSON.
+        Err(e) => Err(RejectedKafkaEvent {
+            raw: raw.to_owned(),
+            reason: DecodeError::new(format!("batch element {index}"), e).to_string(),
+        }),
     }
 }
 
@@ -627,6 +763,157 @@ mod tests {
         );
     }
 
+    /// The decoder as it was before records were decoded lazily: every layer parsed into
+    /// a `serde_json::Value`, cloned before each try. The property tests hold the lazy
+    /// decoder to it.
+    fn reference_layered<T: DeserializeOwned>(
+        value: &Value,
+        context: &str,
+    ) -> Result<T, DecodeError> {
+        let mut current = value.clone();
+        for _ in 0..MAX_ENCODING_LAYERS {
+            let direct_error = match T::deserialize(&current) {
+                Ok(decoded) => return Ok(decoded),
+                Err(e) => e,
+            };
+            let Value::String(text) = &current else {
+                return Err(DecodeError::new(context, direct_error));
+            };
+            current = serde_json::from_str(text).map_err(|_| {
+                DecodeError::new(context, format!("{direct_error} (nor is the string JSON)"))
+            })?;
+        }
+        Err(DecodeError::new(
+            context,
+            "too many layers of JSON-in-a-string encoding",
+        ))
+    }
+
+    fn reference_batch(value: &Value, context: &str) -> Result<KafkaBatch, DecodeError> {
+        let elements = match reference_layered::<Vec<Value>>(value, context) {
+            Ok(elements) => elements,
+            Err(batch_error) => match reference_layered::<KafkaEvent>(value, context) {
+                Ok(event) => {
+                    return Ok(KafkaBatch {
+                        events: vec![Ok(event)],
+                    });
+                }
+                Err(_) => {
+                    return Err(DecodeError::new(
+                        context,
+                        format!("not a Kafka batch: {}", batch_error.reason),
+                    ));
+                }
+            },
+        };
+        let events = elements
+            .iter()
+            .enumerate()
+            .map(|(i, e)| {
+                reference_layered::<KafkaEvent>(e, &format!("batch element {i}")).map_err(|err| {
+                    RejectedKafkaEvent {
+                        raw: match e {
+                            Value::String(text) => text.clone(),
+                            other => other.to_string(),
+                        },
+                        reason: err.to_string(),
+                    }
+                })
+            })
+            .collect();
+        Ok(KafkaBatch { events })
+    }
+
+    /// A batch element as a producer might get it wrong or right: well-formed records,
+    /// duplicate and aliased keys, integers as strings, bad base64, values of every type,
+    /// extra layers of encoding, text that is not JSON.
+    fn arbitrary_element() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        let value_json = prop_oneof![
+            "[a-z{}\"\\\\ :,\\[\\]0-9\u{e9}\u{1F600}\\n]{0,24}"
+                .prop_map(|v| serde_json::to_string(&v).unwrap()),
+            Just("null".to_owned()),
+            Just("{\"sys_id\":\"a\",\"n\":[1,2.5,true]}".to_owned()),
+            Just("17".to_owned()),
+        ];
+        let offset = prop_oneof![
+            any::<i64>().prop_map(|n| n.to_string()),
+            any::<i64>().prop_map(|n| format!("\"{n}\"")),
+            Just("null".to_owned()),
+            Just("\"x\"".to_owned()),
+            Just("1.5".to_owned()),
+        ];
+        let header = prop_oneof![
+            Just("{\"Key\":\"table_name\",\"Value\":\"aW5jaWRlbnQ=\"}".to_owned()),
+            Just("{\"key\":\"action\",\"value\":null}".to_owned()),
+            Just("{\"Key\":\"k\",\"Value\":\"%%%\"}".to_owned()),
+            Just("{\"Value\":\"aW5j\"}".to_owned()),
+        ];
+        let headers = prop_oneof![
+            prop::collection::vec(header, 0..3).prop_map(|h| format!("[{}]", h.join(","))),
+            Just("null".to_owned()),
+            Just("\"[]\"".to_owned()),
+        ];
+        let record = (value_json, offset.clone(), offset, headers, any::<u8>()).prop_map(
+            |(value, offset, partition, headers, shape)| {
+                let mut fields = vec![
+                    format!("\"Offset\":{offset}"),
+                    format!("\"Partition\":{partition}"),
+                    "\"Topic\":\"incidents\"".to_owned(),
+                    "\"Timestamp\":\"2026-11-29T10:00:00.000Z\"".to_owned(),
+                    "\"Key\":null".to_owned(),
+                    format!("\"Value\":{value}"),
+                    format!("\"Headers\":{headers}"),
+                ];
+                match shape % 8 {
+                    0 => fields.push(format!("\"offset\":{offset}")),
+                    1 => fields.push("\"Topic\":\"again\"".to_owned()),
+                    2 => fields.retain(|f| !f.starts_with("\"Value\"")),
+                    3 => fields.reverse(),
+                    4 => fields.push("\"Extra\":{\"deep\":[[[]]]}".to_owned()),
+                    _ => {}
+                }
+                format!("{{{}}}", fields.join(","))
+            },
+        );
+        prop_oneof![
+            8 => record.clone(),
+            1 => record.prop_map(|r| serde_json::to_string(&r).unwrap()),
+            1 => "[a-z{}\" ]{0,12}",
+            1 => Just("[1,2]".to_owned()),
+        ]
+    }
+
+    /// Whole batches: host form (a string of an array of strings), elements given as
+    /// objects or numbers, extra outer layers, single records and non-batches.
+    fn arbitrary_batch() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        (
+            proptest::collection::vec(arbitrary_element(), 0..6),
+            0u8..6,
+            any::<bool>(),
+        )
+            .prop_map(|(elements, form, raw_objects)| {
+                let items: Vec<Value> = elements
+                    .iter()
+                    .map(|e| match serde_json::from_str::<Value>(e) {
+                        Ok(object @ Value::Object(_)) if raw_objects => object,
+                        _ => Value::String(e.clone()),
+                    })
+                    .collect();
+                let array = Value::Array(items);
+                match form {
+                    0 => array,
+                    1 | 2 => Value::String(array.to_string()),
+                    3 => Value::String(Value::String(array.to_string()).to_string()),
+                    4 => elements
+                        .first()
+                        .map_or(Value::Null, |e| Value::String(e.clone())),
+                    _ => Value::String(format!("{} trailing", array)),
+                }
+            })
+    }
+
     /// Any JSON value, shaped like what reaches a binding (records, arrays of strings, scalars).
     fn arbitrary_json() -> impl proptest::strategy::Strategy<Value = Value> {
         use proptest::prelude::*;
@@ -684,6 +971,30 @@ mod tests {
             let _ = request.queue_message::<Value>("events");
             let _ = decode_string(request.binding("events").unwrap(), "events");
             let _ = request.metadata.dequeue_count();
+        }
+
+        #[test]
+        fn lazy_decoding_agrees_with_decoding_through_serde_json_values(batch in arbitrary_batch()) {
+            let lazy = KafkaBatch::decode(&batch, "events");
+            let reference = reference_batch(&batch, "events");
+            proptest::prop_assert_eq!(lazy, reference);
+        }
+
+        #[test]
+        fn records_taken_one_at_a_time_are_the_batch_in_order(batch in arbitrary_batch()) {
+            let mut request = InvocationRequest {
+                data: Map::from_iter([("events".to_owned(), batch.clone())]),
+                metadata: InvocationMetadata::default(),
+            };
+            match (request.take_kafka_records("events"), reference_batch(&batch, "binding \"events\"")) {
+                (Ok(records), Ok(reference)) => {
+                    proptest::prop_assert_eq!(records.size_hint().0, reference.events.len());
+                    proptest::prop_assert_eq!(records.collect::<Vec<_>>(), reference.events);
+                }
+                (Err(lazy), Err(reference)) => proptest::prop_assert_eq!(lazy, reference),
+                (lazy, reference) => proptest::prop_assert!(false, "lazy {lazy:?}, reference {reference:?}"),
+            }
+            proptest::prop_assert!(request.binding("events").is_err(), "the binding was taken");
         }
 
         #[test]

@@ -250,3 +250,54 @@ async fn a_kafka_batch_larger_than_axums_default_limit_is_accepted() {
     assert_ne!(status, StatusCode::BAD_REQUEST, "{body}");
     assert_ne!(status, StatusCode::PAYLOAD_TOO_LARGE, "{body}");
 }
+
+#[tokio::test]
+async fn classify_counts_records_the_store_refused_apart_from_those_it_stored() {
+    use stormgate_shared::sample_events::{rng, storm_event, sys_id};
+    use stormgate_shared::testing::redis_server::RedisServer;
+
+    let server = RedisServer::start().unwrap_or_else(|e| panic!("{e}"));
+    let store = Arc::new(server.store("routes").unwrap());
+    // A foreign value at the second ticket's key: the store refuses that record alone.
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut admin = client.get_multiplexed_async_connection().await.unwrap();
+    redis::cmd("SET")
+        .arg(format!("{{routes}}:ticket:{}", sys_id(2)))
+        .arg("not a hash")
+        .query_async::<()>(&mut admin)
+        .await
+        .unwrap();
+    let mut r = rng(5);
+    let values: Vec<String> = (1..=3)
+        .map(|n| storm_event(&mut r, n, 1, 9_000).to_string())
+        .collect();
+    let records: Vec<String> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| kafka_event_data(40 + i as i64, v))
+        .collect();
+    let invocation =
+        json!({"Data": {"events": serde_json::to_string(&records).unwrap()}, "Metadata": {}});
+
+    let router = router_with(LazyStore::ready(store.clone()));
+    let (status, body) = post_json_to(router, "/classify", invocation.to_string()).await;
+
+    assert_invocation_response(status, &body);
+    assert_eq!(
+        body["ReturnValue"],
+        json!({"accepted": 2, "duplicate_or_stale": 0, "dead_lettered": 1, "lost": 0})
+    );
+    let letters = store.dead_letters(10).await.unwrap();
+    assert_eq!(letters.len(), 1);
+    let (_, letter) = &letters[0];
+    assert!(
+        letter.reason.starts_with("store refused the record"),
+        "{}",
+        letter.reason
+    );
+    assert_eq!(letter.offset, Some(41));
+    assert_eq!(
+        letter.raw, values[1],
+        "the refused event's value, decoded again"
+    );
+}

@@ -26,7 +26,7 @@ use stormgate_shared::job::{Job, SummaryKind, Tier};
 use stormgate_shared::severity::Severity;
 use stormgate_shared::store::memory::MemoryStore;
 use stormgate_shared::store::redis::RedisStore;
-use stormgate_shared::store::{AgingPolicy, IngestRecord, Store};
+use stormgate_shared::store::{AgingPolicy, IngestRecord, SnapshotJson, Store};
 use stormgate_shared::testing::fixtures::{job, record};
 use stormgate_shared::testing::redis_server::RedisServer;
 use tokio::runtime::Runtime;
@@ -72,11 +72,13 @@ fn realistic_record() -> IngestRecord {
         ..job(n, 1, SummaryKind::Customer, severity, enqueued_at)
     };
     let mut r = record(n, 1, vec![technician, customer]);
-    r.snapshot["short_description"] =
+    let mut snapshot = r.snapshot.to_value().unwrap();
+    snapshot["short_description"] =
         "BGP session flapping on core router, packet loss in region".into();
-    r.snapshot["work_notes"] = "link down on ge-0/0/1; reseated optic; monitoring. "
+    snapshot["work_notes"] = "link down on ge-0/0/1; reseated optic; monitoring. "
         .repeat(24)
         .into();
+    r.snapshot = SnapshotJson::from_value(&snapshot);
     r.instant_summary.text = "Core router BGP flaps; optic reseated; loss persists. ".repeat(6);
     r.region = Some("emea".to_owned());
     r

@@ -25,7 +25,7 @@ use crate::metering;
 use crate::prompts;
 use crate::severity::Severity;
 use crate::snapshot::TicketSnapshot;
-use crate::store::{DeadLetter, IngestOutcome, IngestRecord, Store, StoreError};
+use crate::store::{DeadLetter, IngestOutcome, IngestRecord, SnapshotJson, Store, StoreError};
 use crate::summary::{EXTRACTIVE_MODEL, Summary};
 use crate::tokens::Tokens;
 
@@ -158,97 +158,181 @@ pub async fn classify_batch_reporting(
     events: &[RawEvent],
     ctx: &IngestContext<'_>,
 ) -> Result<BatchReport, IngestError> {
-    let now = ctx.clock.now();
-    let mut fates: Vec<Option<EventFate>> = vec![None; events.len()];
-    let mut records = Vec::with_capacity(events.len());
-    let mut record_events = Vec::with_capacity(events.len());
-    let mut rejected: Vec<(usize, &RawEvent, String)> = Vec::new();
-    for (index, event) in events.iter().enumerate() {
-        match parse_event(&event.value, &event.headers, ctx.policy.parse_limits) {
-            Ok(ticket) => match prepare(ticket, ctx, now) {
-                Ok(record) => {
-                    records.push(record);
-                    record_events.push((index, event));
-                }
-                Err(reason) => rejected.push((index, event, reason)),
-            },
-            Err(rejection) => rejected.push((index, event, rejection.to_string())),
+    let mut batch = BatchIngest::new(ctx);
+    for event in events {
+        batch.add(event);
+    }
+    batch.finish(|index| events.get(index).cloned()).await
+}
+
+/// A batch being ingested, one event at a time.
+///
+/// [`BatchIngest::add`] parses and prepares an event at once, so the caller can decode
+/// the next one into the same memory: of an event only its record (bounded in size) stays
+/// until [`BatchIngest::finish`] stores every record in one round trip. Events are
+/// numbered in the order they were added.
+#[derive(Debug)]
+pub struct BatchIngest<'a> {
+    ctx: IngestContext<'a>,
+    now: EpochMillis,
+    added: usize,
+    records: Vec<IngestRecord>,
+    /// The event number of each record.
+    record_events: Vec<usize>,
+    /// Events rejected before the store saw them, with their dead letters.
+    rejected: Vec<(usize, DeadLetter)>,
+}
+
+impl<'a> BatchIngest<'a> {
+    pub fn new(ctx: &IngestContext<'a>) -> Self {
+        BatchIngest {
+            ctx: *ctx,
+            now: ctx.clock.now(),
+            added: 0,
+            records: Vec::new(),
+            record_events: Vec::new(),
+            rejected: Vec::new(),
         }
     }
 
-    let mut outcome = BatchOutcome::default();
-    let mut stored_any = false;
-    if !records.is_empty() {
-        match ctx.store.ingest(&records).await {
-            Ok(outcomes) => {
-                stored_any = true;
-                for (&(index, _), o) in record_events.iter().zip(outcomes) {
-                    let fate = match o {
-                        IngestOutcome::Accepted => {
-                            outcome.accepted += 1;
-                            EventFate::Accepted
-                        }
-                        IngestOutcome::Duplicate | IngestOutcome::Stale => {
-                            outcome.duplicate_or_stale += 1;
-                            EventFate::DuplicateOrStale
-                        }
-                    };
-                    settle(&mut fates, index, fate);
-                }
+    /// Parses, bounds, classifies and summarizes one event, or sets its dead letter aside.
+    pub fn add(&mut self, event: &RawEvent) {
+        let index = self.added;
+        self.added += 1;
+        let ctx = &self.ctx;
+        let prepared = parse_event(&event.value, &event.headers, ctx.policy.parse_limits)
+            .map_err(|rejection| rejection.to_string())
+            .and_then(|ticket| prepare(ticket, ctx, self.now));
+        match prepared {
+            Ok(record) => {
+                self.records.push(record);
+                self.record_events.push(index);
             }
-            Err(StoreError::Unavailable(e)) => return Err(IngestError::StoreUnavailable(e)),
-            Err(StoreError::Corrupt(e)) => {
-                rejected.extend(
-                    record_events
-                        .iter()
-                        .map(|&(index, ev)| (index, ev, format!("store refused the record: {e}"))),
-                );
+            Err(reason) => {
+                let entry = dead_letter_of(event, reason, ctx.policy, self.now);
+                self.rejected.push((index, entry));
             }
         }
     }
 
-    for (index, event, reason) in rejected {
-        let entry = dead_letter_of(event, reason, ctx.policy, now);
-        match ctx.store.dead_letter(&entry).await {
-            Ok(id) => {
+    /// Stores the records and the dead letters; fails only when nothing could be stored.
+    ///
+    /// A record the store refuses is dead-lettered like a malformed event; the records it
+    /// took count as accepted (or duplicate) whatever became of the others. Its dead letter
+    /// needs the raw event again, which was not kept: `raw_again` gives back event
+    /// `index` (as numbered by [`BatchIngest::add`]).
+    pub async fn finish(
+        self,
+        raw_again: impl Fn(usize) -> Option<RawEvent> + Send,
+    ) -> Result<BatchReport, IngestError> {
+        let BatchIngest {
+            ctx,
+            now,
+            added,
+            records,
+            record_events,
+            mut rejected,
+        } = self;
+        let mut fates: Vec<Option<EventFate>> = vec![None; added];
+        let mut outcome = BatchOutcome::default();
+        let mut stored_any = false;
+        if !records.is_empty() {
+            let results = match ctx.store.ingest_each(&records).await {
+                Ok(results) => results,
+                Err(StoreError::Unavailable(e)) => return Err(IngestError::StoreUnavailable(e)),
+                Err(StoreError::Corrupt(e)) => records
+                    .iter()
+                    .map(|_| Err(StoreError::Corrupt(e.clone())))
+                    .collect(),
+            };
+            drop(records);
+            let mut refused = Vec::new();
+            for (&index, result) in record_events.iter().zip(results) {
+                let fate = match result {
+                    Ok(IngestOutcome::Accepted) => {
+                        outcome.accepted += 1;
+                        EventFate::Accepted
+                    }
+                    Ok(IngestOutcome::Duplicate | IngestOutcome::Stale) => {
+                        outcome.duplicate_or_stale += 1;
+                        EventFate::DuplicateOrStale
+                    }
+                    Err(e) => {
+                        refused.push((index, e));
+                        continue;
+                    }
+                };
                 stored_any = true;
-                outcome.dead_lettered += 1;
-                tracing::warn!(topic = ?entry.topic, partition = ?entry.partition, offset = ?entry.offset, reason = %entry.reason, "event dead-lettered");
-                settle(
-                    &mut fates,
-                    index,
-                    EventFate::DeadLettered {
-                        id,
-                        reason: entry.reason,
-                    },
-                );
+                settle(&mut fates, index, fate);
             }
-            Err(e) => {
-                outcome.lost += 1;
-                tracing::error!(topic = ?entry.topic, partition = ?entry.partition, offset = ?entry.offset, reason = %entry.reason, error = %e, "event could not be dead-lettered");
-                if matches!(e, StoreError::Unavailable(_)) && !stored_any {
+            let all_unavailable = refused
+                .iter()
+                .all(|(_, e)| matches!(e, StoreError::Unavailable(_)));
+            if !stored_any && all_unavailable {
+                if let Some((_, e)) = refused.into_iter().next() {
                     return Err(IngestError::StoreUnavailable(e.to_string()));
                 }
-                settle(
-                    &mut fates,
-                    index,
-                    EventFate::Lost {
-                        reason: entry.reason,
-                    },
-                );
+            } else {
+                for (index, e) in refused {
+                    let reason = format!("store refused the record: {e}");
+                    match raw_again(index) {
+                        Some(event) => {
+                            rejected.push((index, dead_letter_of(&event, reason, ctx.policy, now)))
+                        }
+                        None => {
+                            outcome.lost += 1;
+                            tracing::error!(%reason, "refused record could not be dead-lettered: its event is gone");
+                            settle(&mut fates, index, EventFate::Lost { reason });
+                        }
+                    }
+                }
+                // Dead letters in the order the events came.
+                rejected.sort_by_key(|(index, _)| *index);
             }
         }
-    }
-    // Every event was settled above, each exactly once.
-    let fates = fates
-        .into_iter()
-        .map(|fate| {
-            fate.unwrap_or(EventFate::Lost {
-                reason: "not handled".to_owned(),
+
+        for (index, entry) in rejected {
+            match ctx.store.dead_letter(&entry).await {
+                Ok(id) => {
+                    stored_any = true;
+                    outcome.dead_lettered += 1;
+                    tracing::warn!(topic = ?entry.topic, partition = ?entry.partition, offset = ?entry.offset, reason = %entry.reason, "event dead-lettered");
+                    settle(
+                        &mut fates,
+                        index,
+                        EventFate::DeadLettered {
+                            id,
+                            reason: entry.reason,
+                        },
+                    );
+                }
+                Err(e) => {
+                    outcome.lost += 1;
+                    tracing::error!(topic = ?entry.topic, partition = ?entry.partition, offset = ?entry.offset, reason = %entry.reason, error = %e, "event could not be dead-lettered");
+                    if matches!(e, StoreError::Unavailable(_)) && !stored_any {
+                        return Err(IngestError::StoreUnavailable(e.to_string()));
+                    }
+                    settle(
+                        &mut fates,
+                        index,
+                        EventFate::Lost {
+                            reason: entry.reason,
+                        },
+                    );
+                }
+            }
+        }
+        // Every event was settled above, each exactly once.
+        let fates = fates
+            .into_iter()
+            .map(|fate| {
+                fate.unwrap_or(EventFate::Lost {
+                    reason: "not handled".to_owned(),
+                })
             })
-        })
-        .collect();
-    Ok(BatchReport { outcome, fates })
+            .collect();
+        Ok(BatchReport { outcome, fates })
+    }
 }
 
 fn settle(fates: &mut [Option<EventFate>], index: usize, fate: EventFate) {
@@ -365,7 +449,7 @@ pub fn prepare(
         closed,
         instant_summary: summary,
         jobs,
-        snapshot: serde_json::to_value(&snapshot)
+        snapshot: SnapshotJson::encode(&snapshot)
             .map_err(|e| format!("snapshot could not be encoded: {e}"))?,
     })
 }

@@ -310,3 +310,106 @@ async fn severe_customer_impacting_tickets_get_a_premium_technician_and_a_standa
         .unwrap();
     assert_eq!(customer_lease[0].job.id, customer);
 }
+
+fn five_tickets() -> Batch {
+    let mut r = rng(11);
+    let events = (1..=5u64)
+        .map(|n| raw(&storm_event(&mut r, n, 3, 8 * 1024), 100 + n as i64))
+        .collect();
+    Batch { events }
+}
+
+async fn admin(server: &RedisServer) -> redis::aio::MultiplexedConnection {
+    let client = redis::Client::open(server.url()).unwrap();
+    client.get_multiplexed_async_connection().await.unwrap()
+}
+
+#[tokio::test]
+async fn records_the_store_refuses_are_dead_lettered_and_the_stored_ones_count_as_accepted() {
+    let server = RedisServer::start().unwrap_or_else(|e| panic!("{e}"));
+    let store = server.store("refuse").unwrap();
+    // A foreign value at ticket 3's key: its ingest script fails, the others run.
+    redis::cmd("SET")
+        .arg(format!("{{refuse}}:ticket:{}", id(3)))
+        .arg("not a hash")
+        .query_async::<()>(&mut admin(&server).await)
+        .await
+        .unwrap();
+    let batch = five_tickets();
+
+    let outcome = run(&store, &batch).await;
+
+    assert_eq!(
+        outcome,
+        BatchOutcome {
+            accepted: 4,
+            duplicate_or_stale: 0,
+            dead_lettered: 1,
+            lost: 0
+        }
+    );
+    for n in [1, 2, 4, 5] {
+        let (version, _) = store.ticket_snapshot(&id(n)).await.unwrap().unwrap();
+        assert_eq!(version, 3, "ticket {n} was stored");
+    }
+    let letters = store.dead_letters(10).await.unwrap();
+    assert_eq!(letters.len(), 1, "{letters:?}");
+    let (_, letter) = &letters[0];
+    assert!(
+        letter.reason.starts_with("store refused the record"),
+        "{}",
+        letter.reason
+    );
+    assert_eq!(letter.offset, Some(103));
+    assert_eq!(letter.partition, Some(3));
+    assert_eq!(letter.topic.as_deref(), Some(TOPIC));
+    assert_eq!(letter.raw.as_bytes(), batch.events[2].value.as_slice());
+    assert!(letter.replayable);
+
+    // Delivered again once the foreign value is gone, the four stored ones are
+    // duplicates and the refused one is accepted.
+    redis::cmd("DEL")
+        .arg(format!("{{refuse}}:ticket:{}", id(3)))
+        .query_async::<()>(&mut admin(&server).await)
+        .await
+        .unwrap();
+    assert_eq!(
+        run(&store, &batch).await,
+        BatchOutcome {
+            accepted: 1,
+            duplicate_or_stale: 4,
+            dead_lettered: 0,
+            lost: 0
+        }
+    );
+}
+
+#[tokio::test]
+async fn a_batch_the_store_refuses_whole_for_lack_of_memory_fails_the_invocation() {
+    let server = RedisServer::start().unwrap_or_else(|e| panic!("{e}"));
+    let store = server.store("full").unwrap();
+    redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg("1")
+        .query_async::<()>(&mut admin(&server).await)
+        .await
+        .unwrap();
+    let clock = ManualClock::starting_at(EpochMillis(1_764_410_400_000));
+    let classifier = Classifier::embedded().unwrap();
+    let policy = policy();
+    let ctx = IngestContext {
+        store: &store,
+        clock: &clock,
+        classifier: &classifier,
+        policy: &policy,
+    };
+
+    let result = classify_batch(&five_tickets().events, &ctx).await;
+
+    assert!(
+        matches!(result, Err(IngestError::StoreUnavailable(_))),
+        "{result:?}"
+    );
+    assert!(store.ticket_snapshot(&id(1)).await.unwrap().is_none());
+}

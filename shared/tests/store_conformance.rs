@@ -19,7 +19,7 @@ use stormgate_shared::job::{Job, SummaryKind, Tier};
 use stormgate_shared::severity::Severity::{self, P1, P2, P3, P4, P5};
 use stormgate_shared::store::{
     AgingPolicy, DeadLetter, IngestOutcome, IngestRecord, Lease, QueueStats, REGION_INDEX_CAP,
-    Store,
+    SnapshotJson, Store,
 };
 use stormgate_shared::summary::PutOutcome;
 use stormgate_shared::testing::fixtures::{job, record, summary, technician_job, ticket};
@@ -77,11 +77,11 @@ async fn ingest_is_idempotent_per_ticket_version(store: &dyn Store) {
 
     let customer_v2 = job(1, 2, SummaryKind::Customer, P3, 2_000);
     let mut same = record(1, 2, vec![customer_v2.clone()]);
-    same.snapshot = json!({ "changed": true });
+    same.snapshot = SnapshotJson::from_value(&json!({ "changed": true }));
     same.region = Some("emea".into());
     let customer_v1 = job(1, 1, SummaryKind::Customer, P3, 3_000);
     let mut older = record(1, 1, vec![customer_v1.clone()]);
-    older.snapshot = json!({ "older": true });
+    older.snapshot = SnapshotJson::from_value(&json!({ "older": true }));
     let outcomes = store.ingest(&[same, older]).await.unwrap();
 
     assert_eq!(
@@ -90,7 +90,7 @@ async fn ingest_is_idempotent_per_ticket_version(store: &dyn Store) {
     );
     assert_eq!(
         store.ticket_snapshot(&ticket(1)).await.unwrap(),
-        Some((2, first.snapshot))
+        Some((2, first.snapshot.to_value().unwrap()))
     );
     assert!(!store.job_exists(&customer_v2.id).await.unwrap());
     assert!(!store.job_exists(&customer_v1.id).await.unwrap());

@@ -110,9 +110,17 @@ impl AlarmCounts {
 
     /// Counts one line that occurred `occurrences` times.
     pub fn add_line(&mut self, line: &str, occurrences: u32) {
-        let lower = line.to_ascii_lowercase();
+        self.add_line_in(line, occurrences, &mut String::new());
+    }
+
+    /// [`AlarmCounts::add_line`] with a scratch buffer the caller reuses from line to line.
+    fn add_line_in(&mut self, line: &str, occurrences: u32, padded: &mut String) {
         // Padding lets " los " match at the ends of a line.
-        let padded = format!(" {lower} ");
+        padded.clear();
+        padded.push(' ');
+        padded.push_str(line);
+        padded.push(' ');
+        padded.make_ascii_lowercase();
         for class in AlarmClass::ALL {
             if class.phrases().iter().any(|p| padded.contains(p)) {
                 let slot = &mut self.0[class_index(class)];
@@ -123,16 +131,18 @@ impl AlarmCounts {
 
     pub fn from_bounded(log: &BoundedLog) -> AlarmCounts {
         let mut counts = AlarmCounts::default();
+        let mut padded = String::new();
         for line in log.lines() {
-            counts.add_line(&line.text, line.occurrences);
+            counts.add_line_in(&line.text, line.occurrences, &mut padded);
         }
         counts
     }
 
     pub fn from_lines<'a>(lines: impl IntoIterator<Item = &'a str>) -> AlarmCounts {
         let mut counts = AlarmCounts::default();
+        let mut padded = String::new();
         for line in lines {
-            counts.add_line(line, 1);
+            counts.add_line_in(line, 1, &mut padded);
         }
         counts
     }
@@ -186,9 +196,10 @@ impl<'a> FeatureInput<'a> {
     /// count too: engineers paste alarms into work notes).
     pub fn from_ticket(ticket: &'a Ticket, alarm_log: &BoundedLog) -> FeatureInput<'a> {
         let mut alarms = AlarmCounts::from_bounded(alarm_log);
+        let mut padded = String::new();
         for entry in ticket.log.iter().filter(|e| e.source != LogSource::Alarm) {
             for line in entry.text.lines() {
-                alarms.add_line(line, 1);
+                alarms.add_line_in(line, 1, &mut padded);
             }
         }
         FeatureInput {

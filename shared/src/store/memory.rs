@@ -15,7 +15,7 @@ use async_trait::async_trait;
 
 use super::{
     AgingPolicy, DeadLetter, IngestOutcome, IngestRecord, Lease, LeasedGroup, QueueStats,
-    REGION_INDEX_CAP, Store, StoreError,
+    REGION_INDEX_CAP, SnapshotJson, Store, StoreError,
 };
 use crate::clock::EpochMillis;
 use crate::job::{Job, JobId, SummaryKind, Tier};
@@ -68,7 +68,7 @@ struct State {
 #[derive(Debug)]
 struct StoredTicket {
     version: u64,
-    snapshot: serde_json::Value,
+    snapshot: SnapshotJson,
     /// Kept apart from the region index (which evicts), so that a later version moving
     /// the ticket elsewhere always knows which region it leaves.
     region: Option<String>,
@@ -489,9 +489,12 @@ fn remove_entry<K: Ord + Clone>(sets: &mut BTreeMap<K, BTreeSet<Entry>>, key: &K
 
 #[async_trait]
 impl Store for MemoryStore {
-    async fn ingest(&self, records: &[IngestRecord]) -> Result<Vec<IngestOutcome>, StoreError> {
+    async fn ingest_each(
+        &self,
+        records: &[IngestRecord],
+    ) -> Result<Vec<Result<IngestOutcome, StoreError>>, StoreError> {
         let mut state = self.state();
-        Ok(records.iter().map(|r| state.ingest_one(r)).collect())
+        Ok(records.iter().map(|r| Ok(state.ingest_one(r))).collect())
     }
 
     async fn ticket_snapshot(
@@ -502,7 +505,9 @@ impl Store for MemoryStore {
             .state()
             .tickets
             .get(ticket)
-            .map(|stored| (stored.version, stored.snapshot.clone())))
+            .map(|stored| stored.snapshot.to_value().map(|s| (stored.version, s)))
+            .transpose()
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?)
     }
 
     async fn enqueue(&self, jobs: &[Job]) -> Result<u64, StoreError> {

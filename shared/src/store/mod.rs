@@ -67,13 +67,51 @@ pub struct IngestRecord {
     pub ticket: TicketId,
     pub version: u64,
     /// The ticket as the summarizers will need it (bounded log included), serialized.
-    pub snapshot: serde_json::Value,
+    pub snapshot: SnapshotJson,
     pub instant_summary: Summary,
     pub jobs: Vec<Job>,
     /// True when the ticket is resolved, closed or cancelled: pending work is cancelled
     /// and no new technician job is queued.
     pub closed: bool,
     pub region: Option<String>,
+}
+
+/// A snapshot's JSON text, serialized once when its record is prepared and stored as it
+/// is: ingest never builds a `serde_json::Value` tree of a snapshot only to write it out
+/// (and free it) again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotJson(String);
+
+impl SnapshotJson {
+    pub fn encode(value: &impl Serialize) -> Result<SnapshotJson, serde_json::Error> {
+        serde_json::to_string(value).map(SnapshotJson)
+    }
+
+    pub fn from_value(value: &serde_json::Value) -> SnapshotJson {
+        SnapshotJson(value.to_string())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub fn to_value(&self) -> Result<serde_json::Value, serde_json::Error> {
+        serde_json::from_str(&self.0)
+    }
+}
+
+impl Serialize for SnapshotJson {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.to_value()
+            .map_err(serde::ser::Error::custom)?
+            .serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for SnapshotJson {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        serde_json::Value::deserialize(deserializer).map(|v| SnapshotJson::from_value(&v))
+    }
 }
 
 /// What ingesting one record did.
@@ -188,7 +226,18 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// under its region (see [`Store::region_tickets`]) and marks the region's roll-up
     /// due. When the stored older version was filed under another region, that region's
     /// roll-up is marked due as well (the ticket left it). An empty region counts as none.
-    async fn ingest(&self, records: &[IngestRecord]) -> Result<Vec<IngestOutcome>, StoreError>;
+    async fn ingest(&self, records: &[IngestRecord]) -> Result<Vec<IngestOutcome>, StoreError> {
+        self.ingest_each(records).await?.into_iter().collect()
+    }
+
+    /// [`Store::ingest`], telling for each record whether the store took it: records are
+    /// independent, so one the store refuses (a script error, a value of the wrong type,
+    /// memory pressure) does not undo the others, which are stored whatever becomes of it.
+    /// The outer error is for a store that could not be asked at all.
+    async fn ingest_each(
+        &self,
+        records: &[IngestRecord],
+    ) -> Result<Vec<Result<IngestOutcome, StoreError>>, StoreError>;
 
     /// The latest snapshot stored for a ticket, with its version.
     async fn ticket_snapshot(

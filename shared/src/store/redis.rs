@@ -277,7 +277,7 @@ impl RedisStore {
             .arg(&self.prefix)
             .arg(record.ticket.as_str())
             .arg(record.version)
-            .arg(to_json(&record.snapshot)?)
+            .arg(record.snapshot.as_str())
             .arg(if record.closed { "1" } else { "0" })
             .arg(record.region.as_deref().unwrap_or(""))
             .arg(summary.kind.as_str())
@@ -425,25 +425,87 @@ fn stream_entries(reply: Value) -> Result<Vec<StreamEntry>, StoreError> {
 
 #[async_trait]
 impl Store for RedisStore {
-    async fn ingest(&self, records: &[IngestRecord]) -> Result<Vec<IngestOutcome>, StoreError> {
+    async fn ingest_each(
+        &self,
+        records: &[IngestRecord],
+    ) -> Result<Vec<Result<IngestOutcome, StoreError>>, StoreError> {
         if records.is_empty() {
             return Ok(Vec::new());
         }
-        let invocations = records
-            .iter()
-            .map(|r| self.ingest_invocation(r))
-            .collect::<Result<Vec<_>, _>>()?;
-        let mut pipe = redis::pipe();
-        for (record, invocation) in records.iter().zip(&invocations) {
-            if fault_switches::is_off(Mechanism::IngestDedup) {
-                // The design being proven against: every delivery looks like a new version.
-                pipe.hdel(self.key(&["ticket", record.ticket.as_str()]), "version")
-                    .ignore();
+        let mut outcomes: Vec<Option<Result<IngestOutcome, StoreError>>> =
+            (0..records.len()).map(|_| None).collect();
+        let mut pending: Vec<usize> = (0..records.len()).collect();
+        // A pipeline whose scripts the server lost (a restart, `SCRIPT FLUSH`) is
+        // refused NOSCRIPT record by record: load them and send just those records again.
+        for attempt in 0..2 {
+            let mut connection = self.connection().await?;
+            let mut pipe = redis::pipe();
+            // Each record's reply is its own, error or not: the others were applied.
+            pipe.ignore_errors();
+            for &i in &pending {
+                let record = &records[i];
+                if fault_switches::is_off(Mechanism::IngestDedup) {
+                    // The design being proven against: every delivery looks like a new version.
+                    pipe.hdel(self.key(&["ticket", record.ticket.as_str()]), "version")
+                        .ignore();
+                }
+                match self.ingest_invocation(record) {
+                    Ok(invocation) => {
+                        pipe.invoke_script(&invocation);
+                    }
+                    Err(e) => {
+                        outcomes[i] = Some(Err(e));
+                    }
+                }
             }
-            pipe.invoke_script(invocation);
+            let sent: Vec<usize> = pending
+                .iter()
+                .copied()
+                .filter(|&i| outcomes[i].is_none())
+                .collect();
+            if sent.is_empty() {
+                break;
+            }
+            self.round_trips.fetch_add(1, Ordering::Relaxed);
+            let replies: Vec<Value> = pipe.query_async(&mut connection).await?;
+            if replies.len() != sent.len() {
+                return Err(StoreError::Corrupt(format!(
+                    "ingest pipeline answered {} replies for {} records",
+                    replies.len(),
+                    sent.len()
+                )));
+            }
+            let mut unscripted = Vec::new();
+            for (i, reply) in sent.into_iter().zip(replies) {
+                outcomes[i] = match reply {
+                    Value::ServerError(error)
+                        if attempt == 0 && error.kind() == Some(ServerErrorKind::NoScript) =>
+                    {
+                        unscripted.push(i);
+                        None
+                    }
+                    Value::ServerError(error) => {
+                        Some(Err(StoreError::from(redis::RedisError::from(error))))
+                    }
+                    other => Some(
+                        redis::from_redis_value::<String>(other)
+                            .map_err(|e| StoreError::Corrupt(e.to_string()))
+                            .and_then(|reply| ingest_outcome(&reply)),
+                    ),
+                };
+            }
+            if unscripted.is_empty() {
+                break;
+            }
+            self.load_scripts(&mut connection).await?;
+            pending = unscripted;
         }
-        let replies: Vec<String> = self.run_pipeline(&pipe).await?;
-        replies.iter().map(|r| ingest_outcome(r)).collect()
+        Ok(outcomes
+            .into_iter()
+            .map(|o| {
+                o.unwrap_or_else(|| Err(StoreError::Corrupt("record was not sent".to_owned())))
+            })
+            .collect())
     }
 
     async fn ticket_snapshot(

@@ -4,7 +4,7 @@
 use crate::clock::EpochMillis;
 use crate::job::{Job, JobId, SummaryKind, Tier};
 use crate::severity::Severity;
-use crate::store::IngestRecord;
+use crate::store::{IngestRecord, SnapshotJson};
 use crate::summary::{EXTRACTIVE_MODEL, Summary};
 use crate::ticket_id::TicketId;
 use crate::tokens::Tokens;
@@ -70,7 +70,9 @@ pub fn record(n: u64, version: u64, jobs: Vec<Job>) -> IngestRecord {
     IngestRecord {
         ticket: ticket(n),
         version,
-        snapshot: serde_json::json!({ "number": format!("INC{n:07}"), "version": version }),
+        snapshot: SnapshotJson::from_value(
+            &serde_json::json!({ "number": format!("INC{n:07}"), "version": version }),
+        ),
         instant_summary: summary(n, version, SummaryKind::Technician, Tier::Extractive),
         jobs,
         closed: false,

@@ -133,12 +133,12 @@ mod tests {
     fn every_event_of_a_rendered_batch_parses_as_a_distinct_ticket_of_its_serial() {
         let template = BatchTemplate::new(5, 8_000..=20_000, 7).unwrap();
         let body = template.body(0x2a);
-        let request = InvocationRequest::from_slice(&body).unwrap();
-        let batch = request.kafka_batch(EVENTS_BINDING).unwrap();
+        let mut request = InvocationRequest::from_slice(&body).unwrap();
+        let records = request.take_kafka_records(EVENTS_BINDING).unwrap();
         let limits = IngestPolicy::default().parse_limits;
-        let ids: Vec<String> = batch
-            .accepted()
+        let ids: Vec<String> = records
             .map(|e| {
+                let e = e.unwrap();
                 let raw = raw_event(e);
                 parse_event(&raw.value, &raw.headers, limits)
                     .unwrap()
