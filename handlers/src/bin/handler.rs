@@ -4,9 +4,9 @@
 //! malformed), listens on 127.0.0.1:`FUNCTIONS_CUSTOMHANDLER_PORT` at once (Redis is
 //! connected on first use), and drains in-flight invocations on SIGTERM or Ctrl-C.
 //!
-//! No exact tokenizer is built here: every token count on the handler's paths is the
-//! table-free upper bound (`token_estimate::upper_bound`), and an exact BPE would hold
-//! some 40 MB resident for nothing.
+//! No exact tokenizer is built here: the governor charges calls by character counts
+//! (`metering::request_arrival_charge`), and an exact BPE would hold some 40 MB resident
+//! for nothing.
 
 use std::process::ExitCode;
 use std::sync::Arc;
