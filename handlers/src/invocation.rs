@@ -7,6 +7,7 @@
 //! each a serialized `KafkaEventData`. Everything here decodes layer by layer with serde
 //! ([`decode_layered`]) and accepts the plain form as well, so tests and the host agree.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use axum::body::Bytes;
@@ -51,27 +52,19 @@ impl From<DecodeError> for ApiError {
 /// a `T` is parsed as JSON and tried again, up to [`MAX_ENCODING_LAYERS`] times. Only the
 /// layers parsed out of strings are owned: `value` itself is never copied.
 pub fn decode_layered<T: DeserializeOwned>(value: &Value, context: &str) -> Result<T, DecodeError> {
-    let direct_error = match T::deserialize(value) {
-        Ok(decoded) => return Ok(decoded),
-        Err(e) => e,
-    };
-    let Value::String(text) = value else {
-        return Err(DecodeError::new(context, direct_error));
-    };
-    let mut current: Value = serde_json::from_str(text).map_err(|_| {
-        DecodeError::new(context, format!("{direct_error} (nor is the string JSON)"))
-    })?;
-    for _ in 1..MAX_ENCODING_LAYERS {
-        let direct_error = match T::deserialize(&current) {
+    let mut current = Cow::Borrowed(value);
+    for _ in 0..MAX_ENCODING_LAYERS {
+        let direct_error = match T::deserialize(current.as_ref()) {
             Ok(decoded) => return Ok(decoded),
             Err(e) => e,
         };
-        let Value::String(text) = &current else {
+        let Value::String(text) = current.as_ref() else {
             return Err(DecodeError::new(context, direct_error));
         };
-        current = serde_json::from_str(text).map_err(|_| {
+        let inner: Value = serde_json::from_str(text).map_err(|_| {
             DecodeError::new(context, format!("{direct_error} (nor is the string JSON)"))
         })?;
+        current = Cow::Owned(inner);
     }
     Err(DecodeError::new(
         context,
@@ -131,11 +124,6 @@ impl InvocationRequest {
     /// Input binding `name` decoded as `T`, whatever layers of encoding the host added.
     pub fn decode_binding<T: DeserializeOwned>(&self, name: &str) -> Result<T, DecodeError> {
         decode_layered(self.binding(name)?, &format!("binding {name:?}"))
-    }
-
-    /// Input binding `name` as a Kafka batch (`cardinality: many`).
-    pub fn kafka_batch(&self, name: &str) -> Result<KafkaBatch, DecodeError> {
-        KafkaBatch::decode(self.binding(name)?, &format!("binding {name:?}"))
     }
 
     /// Takes input binding `name` out of the request as a Kafka batch whose records are
@@ -962,15 +950,18 @@ mod tests {
         #[test]
         fn arbitrary_json_in_any_binding_never_panics(value in arbitrary_json(), encode in proptest::prelude::any::<bool>()) {
             let value = if encode { Value::String(value.to_string()) } else { value };
-            let request = InvocationRequest {
+            let mut request = InvocationRequest {
                 data: Map::from_iter([("events".to_owned(), value.clone())]),
                 metadata: serde_json::from_value(serde_json::json!({"DequeueCount": value.clone(), "RetryContext": value})).unwrap_or_default(),
             };
-            let _ = request.kafka_batch("events");
             let _ = request.timer("events");
             let _ = request.queue_message::<Value>("events");
             let _ = decode_string(request.binding("events").unwrap(), "events");
             let _ = request.metadata.dequeue_count();
+            // Last: it takes the binding out of the request.
+            if let Ok(records) = request.take_kafka_records("events") {
+                records.for_each(drop);
+            }
         }
 
         #[test]

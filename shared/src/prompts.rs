@@ -132,16 +132,15 @@ pub fn customer_ticket_text(snapshot: &TicketSnapshot, max_chars: usize) -> Tick
     let mut body = String::new();
     let _ = writeln!(body, "Number: {}", t.number);
     let _ = writeln!(body, "State: {}", t.state.as_str());
-    for (label, value) in [
-        ("Category", &t.category),
-        ("Subcategory", &t.subcategory),
-        ("Location", &t.location),
-        ("Region", &t.region),
-    ] {
-        if let Some(v) = value {
-            let _ = writeln!(body, "{label}: {v}");
-        }
-    }
+    write_known_fields(
+        &mut body,
+        [
+            ("Category", &t.category),
+            ("Subcategory", &t.subcategory),
+            ("Location", &t.location),
+            ("Region", &t.region),
+        ],
+    );
     if let Some(opened) = t.opened_at {
         let _ = writeln!(body, "Opened: {opened}");
     }
@@ -173,18 +172,17 @@ pub fn ticket_text(snapshot: &TicketSnapshot, max_chars: usize) -> TicketText {
     let _ = writeln!(body, "Number: {}", t.number);
     let _ = writeln!(body, "Severity: {}", snapshot.routing);
     let _ = writeln!(body, "State: {}", t.state.as_str());
-    for (label, value) in [
-        ("Service/CI", &t.cmdb_ci),
-        ("Category", &t.category),
-        ("Location", &t.location),
-        ("Region", &t.region),
-        ("Assignment group", &t.assignment_group),
-        ("Parent incident", &t.parent),
-    ] {
-        if let Some(v) = value {
-            let _ = writeln!(body, "{label}: {v}");
-        }
-    }
+    write_known_fields(
+        &mut body,
+        [
+            ("Service/CI", &t.cmdb_ci),
+            ("Category", &t.category),
+            ("Location", &t.location),
+            ("Region", &t.region),
+            ("Assignment group", &t.assignment_group),
+            ("Parent incident", &t.parent),
+        ],
+    );
     if let Some(n) = t.customers_affected {
         let _ = writeln!(body, "Customers affected: {n}");
     }
@@ -204,6 +202,18 @@ pub fn ticket_text(snapshot: &TicketSnapshot, max_chars: usize) -> TicketText {
     TicketText {
         number: t.number.clone(),
         body: head_and_tail(&body, max_chars),
+    }
+}
+
+/// One `label: value` line for each field the ticket has.
+fn write_known_fields<'a>(
+    body: &mut String,
+    fields: impl IntoIterator<Item = (&'a str, &'a Option<String>)>,
+) {
+    for (label, value) in fields {
+        if let Some(v) = value {
+            let _ = writeln!(body, "{label}: {v}");
+        }
     }
 }
 

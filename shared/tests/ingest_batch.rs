@@ -85,7 +85,7 @@ fn policy() -> IngestPolicy {
     policy
 }
 
-async fn run(store: &dyn Store, batch: &Batch) -> BatchOutcome {
+async fn ingest(store: &dyn Store, batch: &Batch) -> Result<BatchOutcome, IngestError> {
     let clock = ManualClock::starting_at(EpochMillis(1_764_410_400_000));
     let classifier = Classifier::embedded().unwrap();
     let policy = policy();
@@ -95,7 +95,11 @@ async fn run(store: &dyn Store, batch: &Batch) -> BatchOutcome {
         classifier: &classifier,
         policy: &policy,
     };
-    classify_batch(&batch.events, &ctx).await.unwrap()
+    classify_batch(&batch.events, &ctx).await
+}
+
+async fn run(store: &dyn Store, batch: &Batch) -> BatchOutcome {
+    ingest(store, batch).await.unwrap()
 }
 
 async fn assert_mixed_batch_outcome(store: &dyn Store) {
@@ -258,16 +262,7 @@ async fn batch_fails_only_when_redis_is_unreachable() {
     let url = server.url();
     drop(server); // nothing listens on the port any more
     let store = RedisStore::new(redis::Client::open(url).unwrap(), "down".parse().unwrap());
-    let clock = ManualClock::starting_at(EpochMillis(1_764_410_400_000));
-    let classifier = Classifier::embedded().unwrap();
-    let policy = policy();
-    let ctx = IngestContext {
-        store: &store,
-        clock: &clock,
-        classifier: &classifier,
-        policy: &policy,
-    };
-    let result = classify_batch(&mixed_batch().events, &ctx).await;
+    let result = ingest(&store, &mixed_batch()).await;
     assert!(
         matches!(result, Err(IngestError::StoreUnavailable(_))),
         "{result:?}"
@@ -395,17 +390,8 @@ async fn a_batch_the_store_refuses_whole_for_lack_of_memory_fails_the_invocation
         .query_async::<()>(&mut admin(&server).await)
         .await
         .unwrap();
-    let clock = ManualClock::starting_at(EpochMillis(1_764_410_400_000));
-    let classifier = Classifier::embedded().unwrap();
-    let policy = policy();
-    let ctx = IngestContext {
-        store: &store,
-        clock: &clock,
-        classifier: &classifier,
-        policy: &policy,
-    };
 
-    let result = classify_batch(&five_tickets().events, &ctx).await;
+    let result = ingest(&store, &five_tickets()).await;
 
     assert!(
         matches!(result, Err(IngestError::StoreUnavailable(_))),
