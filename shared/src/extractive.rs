@@ -66,9 +66,14 @@ const NEXT_WORDS: &[&str] = &[
     "en route",
 ];
 
-fn contains_any(line: &str, words: &[&str]) -> bool {
-    let lower = format!(" {} ", line.to_ascii_lowercase());
-    words.iter().any(|w| lower.contains(w))
+/// `line` lowercased between two spaces, so a word list's " will " matches at either end.
+fn padded_lowercase(line: &str) -> String {
+    let mut padded = String::with_capacity(line.len() + 2);
+    padded.push(' ');
+    padded.push_str(line);
+    padded.push(' ');
+    padded.make_ascii_lowercase();
+    padded
 }
 
 /// The first sentence of `text` on one line, clipped to [`QUOTE_CHARS`].
@@ -89,6 +94,8 @@ fn quote(text: &str) -> String {
 /// A candidate line with its recency (higher is newer) and whether a person wrote it.
 struct Line<'a> {
     text: &'a str,
+    /// [`padded_lowercase`] of `text`, made once: every word list is matched against it.
+    lower: String,
     order: usize,
     human: bool,
 }
@@ -100,6 +107,7 @@ fn candidate_lines<'a>(s: &'a TicketSnapshot, alarms: &'a BoundedLog) -> Vec<Lin
     for line in alarms.lines() {
         out.push(Line {
             text: &line.text,
+            lower: padded_lowercase(&line.text),
             order,
             human: false,
         });
@@ -110,6 +118,7 @@ fn candidate_lines<'a>(s: &'a TicketSnapshot, alarms: &'a BoundedLog) -> Vec<Lin
         for text in entry.text.lines().filter(|l| !l.trim().is_empty()) {
             out.push(Line {
                 text,
+                lower: padded_lowercase(text),
                 order,
                 human: true,
             });
@@ -123,7 +132,7 @@ fn candidate_lines<'a>(s: &'a TicketSnapshot, alarms: &'a BoundedLog) -> Vec<Lin
 fn salient<'a>(lines: &'a [Line<'a>], words: &[&str], n: usize) -> Vec<&'a str> {
     let mut hits: Vec<&Line<'_>> = lines
         .iter()
-        .filter(|l| contains_any(l.text, words))
+        .filter(|l| words.iter().any(|w| l.lower.contains(w)))
         .collect();
     hits.sort_by_key(|l| (std::cmp::Reverse(l.human), std::cmp::Reverse(l.order)));
     hits.into_iter().take(n).map(|l| l.text).collect()
@@ -145,10 +154,17 @@ fn alarm_phrase(counts: &AlarmCounts) -> Option<String> {
 /// The technician summary: at most five sentences (what failed, impact, what was tried,
 /// current state, next step), keeping number, severity, service and state.
 pub fn technician(s: &TicketSnapshot) -> String {
-    let t = &s.ticket;
     let alarms = s.alarm_log();
     let counts = AlarmCounts::from_bounded(&alarms);
-    let lines = candidate_lines(s, &alarms);
+    technician_from(s, &alarms, &counts)
+}
+
+/// [`technician`] from the snapshot's bounded alarm log and its alarm counts as ingest
+/// already holds them, rather than read back from the snapshot and counted again.
+pub fn technician_from(s: &TicketSnapshot, alarms: &BoundedLog, counts: &AlarmCounts) -> String {
+    let t = &s.ticket;
+    let counts = *counts;
+    let lines = candidate_lines(s, alarms);
 
     let mut what = format!(
         "{} ({}, {}): {}",
@@ -207,7 +223,7 @@ pub fn technician(s: &TicketSnapshot) -> String {
     if let Some(line) = restored.filter(|l| !tried_lines.contains(l) && Some(*l) != next_line) {
         let _ = write!(state, "; last change: {}", quote(line));
     } else if let Some(latest) =
-        latest_update(s, &alarms).filter(|l| Some(*l) != next_line && !tried_lines.contains(l))
+        latest_update(s, alarms).filter(|l| Some(*l) != next_line && !tried_lines.contains(l))
     {
         let _ = write!(state, "; latest update: {}", quote(latest));
     }
@@ -513,6 +529,23 @@ mod tests {
 
     fn snapshot(json: serde_json::Value) -> TicketSnapshot {
         snapshot_of_event(&json)
+    }
+
+    #[test]
+    fn ingest_path_summary_equals_the_summary_read_back_from_the_snapshot() {
+        use crate::event::{CdcHeaders, ParseLimits, parse_event};
+        use crate::log_bounding::{BoundingLimits, bound_lines};
+        let event = storm_ticket().to_string();
+        let ticket = parse_event(
+            event.as_bytes(),
+            &CdcHeaders::default(),
+            ParseLimits::default(),
+        )
+        .unwrap();
+        let log = bound_lines(ticket.alarm_lines(), BoundingLimits::default());
+        let counts = AlarmCounts::from_bounded(&log);
+        let s = snapshot(storm_ticket());
+        assert_eq!(technician_from(&s, &log, &counts), technician(&s));
     }
 
     fn storm_ticket() -> serde_json::Value {

@@ -14,7 +14,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::classifier::Classifier;
-use crate::classifier::features::FeatureInput;
+use crate::classifier::features::{AlarmCounts, FeatureInput};
 use crate::clock::{Clock, EpochMillis};
 use crate::deadline_policy::DeadlinePolicy;
 use crate::event::{CdcHeaders, ParseLimits, Ticket, parse_event};
@@ -374,9 +374,11 @@ pub fn prepare(
 ) -> Result<IngestRecord, String> {
     let policy = ctx.policy;
     let log = bound_lines(ticket.alarm_lines(), policy.bounding);
+    // Counted once: the classifier and the instant summary both read them.
+    let log_alarms = AlarmCounts::from_bounded(&log);
     let prediction = ctx
         .classifier
-        .predict(&FeatureInput::from_ticket(&ticket, &log));
+        .predict(&FeatureInput::with_log_alarms(&ticket, log_alarms));
     // The classifier may raise a ticket's severity, never lower what ServiceNow says.
     let routing = prediction.routing.min(ticket.severity);
     let snapshot = TicketSnapshot::new(ticket, &log, prediction, routing, now);
@@ -387,7 +389,7 @@ pub fn prepare(
         number: t.number.clone(),
         version: t.version,
         kind: SummaryKind::Technician,
-        text: extractive::technician(&snapshot),
+        text: extractive::technician_from(&snapshot, &log, &log_alarms),
         tier: Tier::Extractive,
         model: EXTRACTIVE_MODEL.to_owned(),
         degraded: false,

@@ -195,7 +195,12 @@ impl<'a> FeatureInput<'a> {
     /// The classifier's view of a ticket whose alarm log has been bounded (journal lines
     /// count too: engineers paste alarms into work notes).
     pub fn from_ticket(ticket: &'a Ticket, alarm_log: &BoundedLog) -> FeatureInput<'a> {
-        let mut alarms = AlarmCounts::from_bounded(alarm_log);
+        FeatureInput::with_log_alarms(ticket, AlarmCounts::from_bounded(alarm_log))
+    }
+
+    /// [`FeatureInput::from_ticket`] given the bounded alarm log's counts already.
+    pub fn with_log_alarms(ticket: &'a Ticket, log_alarms: AlarmCounts) -> FeatureInput<'a> {
+        let mut alarms = log_alarms;
         let mut padded = String::new();
         for entry in ticket.log.iter().filter(|e| e.source != LogSource::Alarm) {
             for line in entry.text.lines() {
