@@ -103,10 +103,11 @@ pub enum IngestError {
 
 /// The prompt tokens a job will be charged: the limiter's arrival estimate
 /// ([`metering::prompt_charge`]) of the very request the tier worker will build for this
-/// ticket alone (template, delimiters and ticket text).
+/// ticket alone (template, delimiters and ticket text), counted without building it
+/// ([`prompts::single_ticket_prompt_chars`], held equal to the built request by a test).
 pub fn prompt_token_estimate(text: &prompts::TicketText, kind: SummaryKind) -> Tokens {
-    let request = prompts::ticket_request(prompts::current(kind), "", std::slice::from_ref(text));
-    metering::prompt_charge(&request.messages)
+    let chars = prompts::single_ticket_prompt_chars(prompts::current(kind), text);
+    metering::text_charge_of_chars(chars)
 }
 
 /// What became of one event of a batch.

@@ -71,7 +71,8 @@ pub fn text_charge(text: &str) -> Tokens {
     text_charge_of_chars(text.chars().count() as u64)
 }
 
-fn text_charge_of_chars(chars: u64) -> Tokens {
+/// The prompt part of the arrival estimate for `chars` characters of prompt.
+pub fn text_charge_of_chars(chars: u64) -> Tokens {
     Tokens(chars.div_ceil(PROMPT_CHARS_PER_TOKEN))
 }
 
