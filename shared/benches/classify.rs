@@ -116,7 +116,7 @@ fn stage_4_technician_summary(bencher: Bencher) {
     bencher.counter(ItemsCount::new(BATCH)).bench(|| {
         for (s, log) in snapshots.iter().zip(&logs) {
             let counts = AlarmCounts::from_bounded(log);
-            divan::black_box(extractive::technician_from(s, log, &counts));
+            divan::black_box(extractive::technician_from(s, log, counts));
         }
     });
 }

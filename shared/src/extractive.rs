@@ -156,14 +156,13 @@ fn alarm_phrase(counts: &AlarmCounts) -> Option<String> {
 pub fn technician(s: &TicketSnapshot) -> String {
     let alarms = s.alarm_log();
     let counts = AlarmCounts::from_bounded(&alarms);
-    technician_from(s, &alarms, &counts)
+    technician_from(s, &alarms, counts)
 }
 
 /// [`technician`] from the snapshot's bounded alarm log and its alarm counts as ingest
 /// already holds them, rather than read back from the snapshot and counted again.
-pub fn technician_from(s: &TicketSnapshot, alarms: &BoundedLog, counts: &AlarmCounts) -> String {
+pub fn technician_from(s: &TicketSnapshot, alarms: &BoundedLog, counts: AlarmCounts) -> String {
     let t = &s.ticket;
-    let counts = *counts;
     let lines = candidate_lines(s, alarms);
 
     let mut what = format!(
@@ -545,7 +544,7 @@ mod tests {
         let log = bound_lines(ticket.alarm_lines(), BoundingLimits::default());
         let counts = AlarmCounts::from_bounded(&log);
         let s = snapshot(storm_ticket());
-        assert_eq!(technician_from(&s, &log, &counts), technician(&s));
+        assert_eq!(technician_from(&s, &log, counts), technician(&s));
     }
 
     fn storm_ticket() -> serde_json::Value {

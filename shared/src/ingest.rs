@@ -390,7 +390,7 @@ pub fn prepare(
         number: t.number.clone(),
         version: t.version,
         kind: SummaryKind::Technician,
-        text: extractive::technician_from(&snapshot, &log, &log_alarms),
+        text: extractive::technician_from(&snapshot, &log, log_alarms),
         tier: Tier::Extractive,
         model: EXTRACTIVE_MODEL.to_owned(),
         degraded: false,

@@ -247,14 +247,24 @@ pub fn ticket_request(
         );
     }
     for ticket in tickets {
-        let _ = writeln!(
-            user,
-            "<ticket number=\"{}\">\n{}\n</ticket>",
-            attribute_safe(&ticket.number),
-            neutralise_delimiters(&ticket.body)
-        );
+        user.push_str(&ticket_block_open(&ticket.number));
+        user.push_str(&neutralise_delimiters(&ticket.body));
+        user.push_str(TICKET_BLOCK_CLOSE);
     }
     request(template, deployment, user)
+}
+
+/// The line that opens one ticket's block in a user message.
+fn ticket_block_open(number: &str) -> String {
+    format!("<ticket number=\"{}\">\n", attribute_safe(number))
+}
+
+/// What closes one ticket's block.
+const TICKET_BLOCK_CLOSE: &str = "\n</ticket>\n";
+
+/// A template's system message, in parts: instructions, then the data-not-instructions rule.
+fn system_parts(template: &PromptTemplate) -> [&'static str; 3] {
+    [template.system, "\n", DATA_NOT_INSTRUCTIONS]
 }
 
 /// The related entries as they go into a prompt: one line each, cut to
@@ -327,7 +337,7 @@ fn request(template: &PromptTemplate, deployment: &str, user: String) -> ChatReq
         messages: vec![
             ChatMessage {
                 role: Role::System,
-                content: format!("{}\n{}", template.system, DATA_NOT_INSTRUCTIONS),
+                content: system_parts(template).concat(),
             },
             ChatMessage {
                 role: Role::User,
@@ -343,12 +353,12 @@ fn request(template: &PromptTemplate, deployment: &str, user: String) -> ChatReq
 /// building it: ingest estimates every job's prompt this way. Neutralising delimiters
 /// swaps one character for one, so the body counts as it is.
 pub fn single_ticket_prompt_chars(template: &PromptTemplate, text: &TicketText) -> u64 {
-    let system = template.system.chars().count() + 1 + DATA_NOT_INSTRUCTIONS.chars().count();
-    let frame = format!(
-        "<ticket number=\"{}\">\n\n</ticket>\n",
-        attribute_safe(&text.number)
-    );
-    (system + frame.chars().count() + text.body.chars().count()) as u64
+    let system: usize = system_parts(template)
+        .iter()
+        .map(|part| part.chars().count())
+        .sum();
+    let frame = ticket_block_open(&text.number).chars().count() + TICKET_BLOCK_CLOSE.len();
+    (system + frame + text.body.chars().count()) as u64
 }
 
 /// Makes untrusted text unable to open or close a delimiter block: angle brackets
