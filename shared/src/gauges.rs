@@ -3,7 +3,8 @@
 //! cooldowns; emitted as structured `tracing` events with stable field names.
 //!
 //! Events (target `stormgate::gauges`, level INFO), one per line in JSON logs:
-//! - `event="queue"`: `tier`, `pending`, `leased`, `oldest_age_ms`, and per severity
+//! - `event="queue"`: `tier`, `pending`, `held` (queued on a coalescing hold, not in
+//!   `pending`), `leased`, `oldest_age_ms`, and per severity
 //!   `p1_pending`…`p5_pending`, `p1_oldest_age_ms`…`p5_oldest_age_ms` (-1 when empty);
 //! - `event="deployment"`: `tier`, `deployment`, `window_tokens`, `window_requests`, `minute_tokens`,
 //!   `remaining_tokens`, `remaining_requests`, `limit_tokens`, `limit_requests`,
@@ -37,6 +38,8 @@ pub struct SeverityGauge {
 pub struct QueueGauge {
     pub tier: Tier,
     pub pending: u64,
+    #[serde(default)]
+    pub held: u64,
     pub leased: u64,
     pub oldest_age_ms: Option<u64>,
     pub by_severity: Vec<SeverityGauge>,
@@ -48,6 +51,7 @@ impl QueueGauge {
         QueueGauge {
             tier,
             pending: stats.pending,
+            held: stats.held,
             leased: stats.leased,
             oldest_age_ms: age(stats.oldest_enqueued_at),
             by_severity: Severity::ALL
@@ -124,6 +128,7 @@ fn emit_queue(q: &QueueGauge) {
         event = "queue",
         tier = q.tier.as_str(),
         pending = q.pending,
+        held = q.held,
         leased = q.leased,
         oldest_age_ms = signed(q.oldest_age_ms),
         p1_pending = pending(0),

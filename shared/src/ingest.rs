@@ -51,6 +51,12 @@ pub struct IngestPolicy {
     pub deadlines: DeadlinePolicy,
     /// Tickets of one outage opened within this window share a coalescing key.
     pub coalesce_window: Duration,
+    /// The longest a job with a coalescing key is held before it may lead a call, so
+    /// that its outage's related tickets arriving meanwhile share that call. A job is
+    /// held for a quarter of its wait up to this ([`HOLD_SHARE_OF_WAIT`]), and not at
+    /// all when that is under [`MIN_HOLD`]: never a P1 or P2 technician summary.
+    /// Zero holds nothing.
+    pub coalesce_hold: Duration,
     pub technician_max_output: Tokens,
     pub customer_max_output: Tokens,
     /// Bytes of a rejected event's value kept in its dead letter.
@@ -67,6 +73,7 @@ impl Default for IngestPolicy {
             premium_up_to: Severity::P2,
             deadlines: DeadlinePolicy::default(),
             coalesce_window: Duration::from_secs(15 * 60),
+            coalesce_hold: Duration::from_secs(5 * 60),
             technician_max_output: Tokens(300),
             customer_max_output: Tokens(200),
             dead_letter_raw_bytes: 64 * 1024,
@@ -439,6 +446,9 @@ pub fn prepare(
                 max_output_tokens: max_output,
                 enqueued_at: now,
                 deadline: policy.deadlines.deadline(now, routing, kind)?,
+                hold_until: coalesce_key
+                    .as_ref()
+                    .and_then(|_| hold_until(policy, routing, kind, now)),
                 coalesce_key: coalesce_key.clone(),
                 region: t.region.clone(),
             })
@@ -457,6 +467,26 @@ pub fn prepare(
     })
 }
 
+/// A job is held for at most this share of its wait (the time its deadline allows).
+pub const HOLD_SHARE_OF_WAIT: u32 = 4;
+
+/// Holds shorter than this are not made: too short to gather an outage's tickets,
+/// they would only delay the most urgent summaries (P1 and P2 technician ones).
+pub const MIN_HOLD: Duration = Duration::from_secs(60);
+
+/// Until when a coalescable job of this severity and kind is held: a quarter of its
+/// wait, at most the policy's `coalesce_hold`; not at all when that is under [`MIN_HOLD`].
+fn hold_until(
+    policy: &IngestPolicy,
+    routing: Severity,
+    kind: SummaryKind,
+    now: EpochMillis,
+) -> Option<EpochMillis> {
+    let wait = policy.deadlines.wait(routing, kind)?;
+    let hold = (wait / HOLD_SHARE_OF_WAIT).min(policy.coalesce_hold);
+    (hold >= MIN_HOLD).then(|| now.plus(hold))
+}
+
 /// Same outage = same region + parent incident (or, lacking one, the CI) + opening time window.
 /// Tickets with neither parent nor CI do not coalesce.
 pub fn coalesce_key(t: &Ticket, window: Duration, now: EpochMillis) -> Option<String> {
@@ -469,4 +499,43 @@ pub fn coalesce_key(t: &Ticket, window: Duration, now: EpochMillis) -> Option<St
     let window_ms = u64::try_from(window.as_millis()).unwrap_or(u64::MAX).max(1);
     let region = t.region.as_deref().unwrap_or("-");
     Some(format!("{region}|{anchor}|{}", at.as_millis() / window_ms))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T0: EpochMillis = EpochMillis(1_764_410_400_000);
+
+    fn held_for(policy: &IngestPolicy, severity: Severity, kind: SummaryKind) -> Option<u64> {
+        hold_until(policy, severity, kind, T0).map(|end| end.since(T0).as_secs())
+    }
+
+    #[test]
+    fn jobs_are_held_a_quarter_of_their_wait_up_to_the_cap_and_urgent_ones_not_at_all() {
+        let policy = IngestPolicy::default();
+        let technician = |s| held_for(&policy, s, SummaryKind::Technician);
+        let customer = |s| held_for(&policy, s, SummaryKind::Customer);
+        // Technician waits 30 s, 45 s, 15, 60 and 240 min; customer 5, 10, 30, 120, 480 min.
+        assert_eq!(technician(Severity::P1), None);
+        assert_eq!(technician(Severity::P2), None);
+        assert_eq!(technician(Severity::P3), Some(225));
+        assert_eq!(technician(Severity::P4), Some(300));
+        assert_eq!(customer(Severity::P1), Some(75));
+        assert_eq!(customer(Severity::P2), Some(150));
+        assert_eq!(customer(Severity::P5), Some(300));
+    }
+
+    #[test]
+    fn a_zero_coalesce_hold_holds_nothing() {
+        let policy = IngestPolicy {
+            coalesce_hold: Duration::ZERO,
+            ..IngestPolicy::default()
+        };
+        for severity in Severity::ALL {
+            for kind in [SummaryKind::Technician, SummaryKind::Customer] {
+                assert_eq!(held_for(&policy, severity, kind), None);
+            }
+        }
+    }
 }

@@ -137,6 +137,12 @@ pub struct Job {
     /// Jobs sharing a key (same outage) may be served by one LLM call.
     pub coalesce_key: Option<String>,
     pub region: Option<String>,
+    /// Not served first of a group before this instant, though it joins any group of its
+    /// coalescing key leased earlier: the hold gives an outage's related tickets time to
+    /// arrive and share one call. Only a queued job is held; one released or reclaimed
+    /// after a lease is served at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold_until: Option<EpochMillis>,
 }
 
 impl Job {

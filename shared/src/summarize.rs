@@ -656,7 +656,8 @@ pub(crate) mod tests {
         })
     }
 
-    /// The record `classify` would store for `event`, keeping only jobs of `kinds`.
+    /// The record `classify` would store for `event`, keeping only jobs of `kinds`, none
+    /// of them held (holds are the store's and the lab's concern): they lease at once.
     pub(crate) fn record(event: &serde_json::Value, kinds: &[SummaryKind]) -> IngestRecord {
         let ticket = parse_event(
             event.to_string().as_bytes(),
@@ -667,7 +668,10 @@ pub(crate) mod tests {
         let store = MemoryStore::new();
         let clock = ManualClock::starting_at(T0);
         let classifier = Classifier::embedded().unwrap();
-        let policy = IngestPolicy::default();
+        let policy = IngestPolicy {
+            coalesce_hold: Duration::ZERO,
+            ..IngestPolicy::default()
+        };
         let ctx = IngestContext {
             store: &store,
             clock: &clock,

@@ -110,6 +110,7 @@ fn job(n: u32, severity: Severity, enqueued_at: EpochMillis, deadline_after: Dur
         deadline: enqueued_at.plus(deadline_after),
         coalesce_key: None,
         region: None,
+        hold_until: None,
     }
 }
 

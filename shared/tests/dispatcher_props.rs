@@ -104,6 +104,7 @@ fn job(n: usize, a: &Arrival, deadlines: &DeadlinePolicy) -> Job {
         deadline: deadlines.deadline(enqueued_at, severity, kind).unwrap(),
         coalesce_key: a.outage.map(|o| format!("outage-{o}")),
         region: None,
+        hold_until: None,
     }
 }
 

@@ -57,6 +57,7 @@ fn job(instance: u32, n: u32) -> Job {
         deadline: T0.plus(Duration::from_secs(86_400)),
         coalesce_key: None,
         region: None,
+        hold_until: None,
     }
 }
 

@@ -68,6 +68,15 @@ fn id(job: &Job) -> String {
     job.id.to_string()
 }
 
+fn held_until(mut job: Job, at: EpochMillis) -> Job {
+    job.hold_until = Some(at);
+    job
+}
+
+fn ids(group: &[Lease]) -> Vec<String> {
+    group.iter().map(|l| l.job.id.to_string()).collect()
+}
+
 async fn ingest_is_idempotent_per_ticket_version(store: &dyn Store) {
     let first = record(1, 2, vec![job(1, 2, SummaryKind::Technician, P3, 1_000)]);
     assert_eq!(
@@ -754,6 +763,7 @@ async fn queue_stats_report_pending_leased_and_oldest_per_severity(store: &dyn S
     let premium = store.queue_stats(Tier::Premium).await.unwrap();
     let expected = QueueStats {
         pending: 3,
+        held: 0,
         leased: 1,
         oldest_enqueued_at: Some(EpochMillis(1_000)),
         pending_by_severity: [1, 0, 0, 2, 0],
@@ -777,6 +787,99 @@ async fn queue_stats_report_pending_leased_and_oldest_per_severity(store: &dyn S
     assert_eq!(
         store.queue_stats(Tier::Extractive).await.unwrap(),
         QueueStats::default()
+    );
+}
+
+async fn a_held_job_leads_no_group_before_its_hold_ends(store: &dyn Store) {
+    let hold_end = NOW.plus(Duration::from_secs(60));
+    // The most severe and the oldest: it would be served first were it not held.
+    let held = held_until(keyed(technician_job(1, P1, 1_000), "outage-7"), hold_end);
+    let later = technician_job(2, P4, 5_000);
+    store.enqueue(&[held.clone(), later.clone()]).await.unwrap();
+
+    let stats = store.queue_stats(Tier::Premium).await.unwrap();
+    assert_eq!((stats.pending, stats.held), (1, 1));
+    assert_eq!(
+        store
+            .pending_jobs(Tier::Premium, 10, aging())
+            .await
+            .unwrap(),
+        vec![later.clone()],
+        "a held job is not yet in serve order"
+    );
+    let first = store
+        .lease(Tier::Premium, NOW, LEASE_FOR, 4, aging())
+        .await
+        .unwrap();
+    assert_eq!(ids(&first), vec![id(&later)]);
+    let just_before = hold_end.0 - 1;
+    assert!(
+        store
+            .lease(
+                Tier::Premium,
+                EpochMillis(just_before),
+                LEASE_FOR,
+                4,
+                aging()
+            )
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    let at_end = store
+        .lease(Tier::Premium, hold_end, LEASE_FOR, 4, aging())
+        .await
+        .unwrap();
+    assert_eq!(ids(&at_end), vec![id(&held)]);
+    assert_eq!(at_end[0].job, held, "it comes back as it was queued");
+    let stats = store.queue_stats(Tier::Premium).await.unwrap();
+    assert_eq!((stats.pending, stats.held, stats.leased), (0, 0, 2));
+}
+
+async fn a_held_job_joins_the_group_its_key_leads(store: &dyn Store) {
+    let hold_end = NOW.plus(Duration::from_secs(600));
+    let leader = keyed(technician_job(1, P2, 3_000), "outage-7");
+    let sibling = held_until(keyed(technician_job(2, P3, 2_000), "outage-7"), hold_end);
+    let unrelated = held_until(keyed(technician_job(3, P3, 1_000), "outage-9"), hold_end);
+    store
+        .enqueue(&[leader.clone(), sibling.clone(), unrelated.clone()])
+        .await
+        .unwrap();
+
+    let group = store
+        .lease(Tier::Premium, NOW, LEASE_FOR, 4, aging())
+        .await
+        .unwrap();
+    assert_eq!(ids(&group), vec![id(&leader), id(&sibling)]);
+    let stats = store.queue_stats(Tier::Premium).await.unwrap();
+    assert_eq!((stats.pending, stats.held, stats.leased), (0, 1, 2));
+
+    // Released, the sibling's hold is over: it is served at once, ahead of its hold end.
+    assert!(store.release(&group[1], Tier::Premium).await.unwrap());
+    let again = store
+        .lease(Tier::Premium, NOW, LEASE_FOR, 4, aging())
+        .await
+        .unwrap();
+    assert_eq!(ids(&again), vec![id(&sibling)]);
+}
+
+async fn a_newer_version_cancels_a_held_job(store: &dyn Store) {
+    let hold_end = NOW.plus(Duration::from_secs(60));
+    let v1 = held_until(keyed(technician_job(1, P3, 1_000), "outage-7"), hold_end);
+    store.ingest(&[record(1, 1, vec![v1])]).await.unwrap();
+    assert_eq!(store.queue_stats(Tier::Premium).await.unwrap().held, 1);
+
+    store.ingest(&[record(1, 2, Vec::new())]).await.unwrap();
+
+    let stats = store.queue_stats(Tier::Premium).await.unwrap();
+    assert_eq!((stats.pending, stats.held), (0, 0));
+    assert!(
+        store
+            .lease(Tier::Premium, hold_end, LEASE_FOR, 4, aging())
+            .await
+            .unwrap()
+            .is_empty()
     );
 }
 
@@ -1085,6 +1188,9 @@ conformance!(
     a_job_cancelled_while_leased_is_dropped_instead_of_requeued,
     enqueue_is_idempotent_per_job_id,
     queue_stats_report_pending_leased_and_oldest_per_severity,
+    a_held_job_leads_no_group_before_its_hold_ends,
+    a_held_job_joins_the_group_its_key_leads,
+    a_newer_version_cancels_a_held_job,
     dead_letters_are_listed_oldest_first_and_removable,
     regions_marked_by_ingest_are_taken_once,
     a_region_change_marks_the_roll_ups_of_both_regions_due,

@@ -1,8 +1,9 @@
 //! Scheduler invariants of the store under random workloads on virtual time:
-//! - none lost, none duplicated: under random enqueues, leases, acks, releases, worker
-//!   crashes (leases abandoned), reclaims and time jumps, every job queued is either
-//!   acknowledged exactly once or still pending/leased, and no job is held under two
-//!   live leases;
+//! - none lost, none duplicated: under random enqueues (some on a coalescing hold),
+//!   leases, acks, releases, worker crashes (leases abandoned), reclaims and time jumps,
+//!   every job queued is either acknowledged exactly once or still pending, held or
+//!   leased, no job is held under two live leases, and no job leads a group before
+//!   its hold ends (unless an earlier lease of it ended it);
 //! - bounded waiting: with a consumer that keeps draining, every lease takes the best
 //!   pending job by effective priority, no job is overtaken by one that arrived after
 //!   its aging horizon, and so a P5's wait is bounded by the work that arrived before
@@ -36,6 +37,8 @@ const AGING: AgingPolicy = AgingPolicy {
     promote_every: Duration::from_secs(20),
 };
 const TIERS: [Tier; 2] = [Tier::Premium, Tier::Standard];
+/// Holds end before `drain_everything`'s clock jump of two lease periods.
+const MAX_HOLD_MS: u64 = 50_000;
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -43,6 +46,8 @@ enum Op {
         rank: u8,
         tier: usize,
         key: Option<u8>,
+        /// Held this many ms from now, if at all.
+        hold: Option<u64>,
     },
     Lease {
         tier: usize,
@@ -63,7 +68,7 @@ enum Op {
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        4 => (1u8..=5, 0usize..2, proptest::option::of(0u8..3)).prop_map(|(rank, tier, key)| Op::Enqueue { rank, tier, key }),
+        4 => (1u8..=5, 0usize..2, proptest::option::of(0u8..3), proptest::option::of(0u64..=MAX_HOLD_MS)).prop_map(|(rank, tier, key, hold)| Op::Enqueue { rank, tier, key, hold }),
         3 => (0usize..2, 1usize..4).prop_map(|(tier, max_group)| Op::Lease { tier, max_group }),
         2 => any::<usize>().prop_map(Op::Ack),
         1 => any::<usize>().prop_map(Op::Crash),
@@ -88,6 +93,8 @@ struct Model {
     queued: BTreeSet<String>,
     acked: BTreeSet<String>,
     held: Vec<Held>,
+    /// Jobs leased at least once: released or reclaimed, they are served without a hold.
+    leased_before: BTreeSet<String>,
     /// Leases reclaimed from their (possibly still running) workers.
     void: Vec<Lease>,
 }
@@ -101,7 +108,7 @@ impl Model {
     }
 }
 
-fn new_job(model: &mut Model, rank: u8, tier: usize, key: Option<u8>) -> Job {
+fn new_job(model: &mut Model, rank: u8, tier: usize, key: Option<u8>, hold: Option<u64>) -> Job {
     model.next_ticket += 1;
     let severity = Severity::from_rank(rank).unwrap();
     let mut job = job(
@@ -113,14 +120,20 @@ fn new_job(model: &mut Model, rank: u8, tier: usize, key: Option<u8>) -> Job {
     );
     job.tier = TIERS[tier];
     job.coalesce_key = key.map(|k| format!("outage-{k}"));
+    job.hold_until = hold.map(|ms| EpochMillis(model.now + ms));
     job
 }
 
 async fn apply(store: &dyn Store, model: &mut Model, op: &Op) -> Result<(), TestCaseError> {
     let now = EpochMillis(model.now);
     match *op {
-        Op::Enqueue { rank, tier, key } => {
-            let job = new_job(model, rank, tier, key);
+        Op::Enqueue {
+            rank,
+            tier,
+            key,
+            hold,
+        } => {
+            let job = new_job(model, rank, tier, key, hold);
             prop_assert_eq!(store.enqueue(std::slice::from_ref(&job)).await.unwrap(), 1);
             model.queued.insert(job.id.to_string());
         }
@@ -130,7 +143,17 @@ async fn apply(store: &dyn Store, model: &mut Model, op: &Op) -> Result<(), Test
                 .await
                 .unwrap();
             prop_assert!(group.len() <= max_group);
+            if let Some(leader) = group.first() {
+                let id = leader.job.id.to_string();
+                prop_assert!(
+                    leader.job.hold_until.is_none_or(|end| end <= now)
+                        || model.leased_before.contains(&id),
+                    "{} led a group while held",
+                    id
+                );
+            }
             for lease in group {
+                model.leased_before.insert(lease.job.id.to_string());
                 let id = lease.job.id.to_string();
                 prop_assert!(
                     model.queued.contains(&id) && !model.acked.contains(&id),
@@ -208,12 +231,12 @@ async fn apply(store: &dyn Store, model: &mut Model, op: &Op) -> Result<(), Test
     Ok(())
 }
 
-/// Pending plus leased in the store equals queued minus acknowledged in the model.
+/// Pending, held and leased in the store equal queued minus acknowledged in the model.
 async fn check_accounting(store: &dyn Store, model: &Model) -> Result<(), TestCaseError> {
     let (mut pending, mut leased) = (0, 0);
     for tier in TIERS {
         let stats = store.queue_stats(tier).await.unwrap();
-        pending += stats.pending;
+        pending += stats.pending + stats.held;
         leased += stats.leased;
     }
     prop_assert_eq!(leased, model.held.len() as u64);

@@ -828,12 +828,12 @@ fn start_dispatch(
     });
 }
 
-/// Jobs pending and leased over the LLM tiers.
+/// Jobs queued (pending or held) and leased over the LLM tiers.
 async fn queued(product: &Product) -> (u64, u64) {
     let mut totals = (0, 0);
     for tier in Tier::LLM {
         if let Ok(s) = product.store.queue_stats(tier).await {
-            totals.0 += s.pending;
+            totals.0 += s.pending + s.held;
             totals.1 += s.leased;
         }
     }

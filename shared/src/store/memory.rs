@@ -52,6 +52,9 @@ struct State {
     ticket_jobs: BTreeMap<TicketId, BTreeSet<String>>,
     pending: BTreeMap<(Tier, Severity), BTreeSet<Entry>>,
     coalesce: BTreeMap<(Tier, String), BTreeSet<Entry>>,
+    /// Queued jobs on hold, by (hold end, job id): pending, but not yet in `pending`,
+    /// so that they cannot lead a group (they can join one through `coalesce`).
+    held: BTreeMap<Tier, BTreeSet<Entry>>,
     leased: BTreeMap<Tier, BTreeSet<Entry>>,
     lease_seq: u64,
     dead_letters: BTreeMap<u64, (String, DeadLetter)>,
@@ -95,6 +98,10 @@ fn coalesce_key(job: &Job) -> Option<&str> {
 
 fn arrival_entry(job: &Job, id: &str) -> Entry {
     (job.enqueued_at.as_millis(), id.to_owned())
+}
+
+fn hold_entry(job: &Job, id: &str) -> Option<Entry> {
+    job.hold_until.map(|at| (at.as_millis(), id.to_owned()))
 }
 
 impl State {
@@ -188,8 +195,40 @@ impl State {
                 cancelled: false,
             },
         );
-        self.add_pending(job, &id);
+        match hold_entry(job, &id) {
+            Some(entry) => {
+                self.held.entry(job.tier).or_default().insert(entry);
+                self.add_coalescing(job, &id);
+            }
+            None => self.add_pending(job, &id),
+        }
         true
+    }
+
+    /// Moves the jobs of `tier` whose hold has ended at `now` into their queues (they
+    /// are in their coalescing sets already), in hold order.
+    fn end_holds(&mut self, tier: Tier, now: EpochMillis) {
+        let Some(held) = self.held.get_mut(&tier) else {
+            return;
+        };
+        let mut ended = Vec::new();
+        while let Some(first) = held.first()
+            && first.0 <= now.as_millis()
+        {
+            ended.extend(held.pop_first());
+        }
+        if held.is_empty() {
+            self.held.remove(&tier);
+        }
+        for (_, id) in ended {
+            if let Some(stored) = self.jobs.get(&id) {
+                let job = &stored.job;
+                self.pending
+                    .entry((job.tier, job.severity))
+                    .or_default()
+                    .insert(arrival_entry(job, &id));
+            }
+        }
     }
 
     fn add_pending(&mut self, job: &Job, id: &str) {
@@ -197,6 +236,10 @@ impl State {
             .entry((job.tier, job.severity))
             .or_default()
             .insert(arrival_entry(job, id));
+        self.add_coalescing(job, id);
+    }
+
+    fn add_coalescing(&mut self, job: &Job, id: &str) {
         if let Some(key) = coalesce_key(job) {
             self.coalesce
                 .entry((job.tier, key.to_owned()))
@@ -208,6 +251,9 @@ impl State {
     fn remove_pending(&mut self, job: &Job, id: &str) {
         let entry = arrival_entry(job, id);
         remove_entry(&mut self.pending, &(job.tier, job.severity), &entry);
+        if let Some(held) = hold_entry(job, id) {
+            remove_entry(&mut self.held, &job.tier, &held);
+        }
         if let Some(key) = coalesce_key(job) {
             remove_entry(&mut self.coalesce, &(job.tier, key.to_owned()), &entry);
         }
@@ -269,6 +315,7 @@ impl State {
         max_group: usize,
         aging: &AgingPolicy,
     ) -> LeasedGroup {
+        self.end_holds(tier, now);
         let Some(leader) = self.best_pending(tier, aging) else {
             return Vec::new();
         };
@@ -440,6 +487,7 @@ impl State {
     fn queue_stats(&self, tier: Tier) -> QueueStats {
         let mut stats = QueueStats {
             leased: self.leased.get(&tier).map_or(0, |e| e.len() as u64),
+            held: self.held.get(&tier).map_or(0, |e| e.len() as u64),
             ..QueueStats::default()
         };
         for severity in Severity::ALL {

@@ -179,7 +179,12 @@ pub fn queue_order(aging: &AgingPolicy, job: &Job) -> (u64, EpochMillis, String)
 /// Queue health, for gauges and for the storm lab's charts.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct QueueStats {
+    /// Jobs that may be leased now (held ones not included).
     pub pending: u64,
+    /// Queued jobs on hold: they join a group of their coalescing key, but lead none
+    /// before their hold ends ([`crate::job::Job::hold_until`]).
+    #[serde(default)]
+    pub held: u64,
     pub leased: u64,
     pub oldest_enqueued_at: Option<EpochMillis>,
     /// Pending jobs per severity, indexed by [`Severity::index`] (P1 first).

@@ -21,7 +21,8 @@
 //! | `{ns}:job:<job id>`               | hash   | `json`, `ticket`, `version`, `kind`, `tier`, `rank`, `enq`, `co`; while leased `token`, `exp`; `cancelled` |
 //! | `{ns}:ticket_jobs:<sys_id>`       | set    | ids of the ticket's pending and leased jobs              |
 //! | `{ns}:pending:<tier>:<rank>`      | zset   | pending job ids of one tier and severity, score = enqueued_at |
-//! | `{ns}:coalesce:<tier>:<key>`      | zset   | pending job ids sharing a coalescing key, score = enqueued_at |
+//! | `{ns}:coalesce:<tier>:<key>`      | zset   | pending job ids sharing a coalescing key, held ones too, score = enqueued_at |
+//! | `{ns}:held:<tier>`                | zset   | queued job ids on hold (not yet in `pending`), score = hold end |
 //! | `{ns}:leased:<tier>`              | zset   | leased job ids, score = lease expiry                     |
 //! | `{ns}:lease_seq`                  | string | counter behind lease tokens (`<seq>.<position in group>`) |
 //! | `{ns}:dead_letters`               | stream | `reason`, `raw`, `at`, `replayable` (`1`/`0`; absent = `1`), and `action`, `table_name`, `topic`, `partition`, `offset` when known |
@@ -298,7 +299,7 @@ fn summary_rank(summary: &Summary) -> u8 {
     standing(summary)
 }
 
-/// The 9 arguments `enqueue_at` in `lib.lua` reads for one job.
+/// The `JOB_ARGS` (10) arguments `enqueue_at` in `lib.lua` reads for one job.
 fn push_job_args(invocation: &mut ScriptInvocation<'_>, job: &Job) -> Result<(), StoreError> {
     invocation
         .arg(job.id.to_string())
@@ -309,7 +310,12 @@ fn push_job_args(invocation: &mut ScriptInvocation<'_>, job: &Job) -> Result<(),
         .arg(job.tier.as_str())
         .arg(job.severity.rank())
         .arg(job.enqueued_at.as_millis())
-        .arg(job.coalesce_key.as_deref().unwrap_or(""));
+        .arg(job.coalesce_key.as_deref().unwrap_or(""))
+        .arg(
+            job.hold_until
+                .map(|at| at.as_millis().to_string())
+                .unwrap_or_default(),
+        );
     Ok(())
 }
 
@@ -581,7 +587,8 @@ impl Store for RedisStore {
             .arg(tier.as_str())
             .arg(expires_at.as_millis())
             .arg(redis_count(max_group).max(1))
-            .arg(millis(aging.promote_every));
+            .arg(millis(aging.promote_every))
+            .arg(now.as_millis());
         let reply: Vec<String> = self.run(&invocation).await?;
         leases_from_reply(reply, tier, expires_at)
     }
@@ -695,16 +702,22 @@ impl Store for RedisStore {
             let key = self.key(&["pending", tier.as_str(), &severity.rank().to_string()]);
             pipe.zcard(&key).zrange_withscores(&key, 0, 0);
         }
+        pipe.zcard(self.key(&["held", tier.as_str()]));
         pipe.zcard(self.key(&["leased", tier.as_str()]));
         let mut replies: Vec<Value> = self.run_pipeline(&pipe).await?;
-        let leased: u64 = replies
-            .pop()
-            .map(redis::from_redis_value)
-            .transpose()
-            .map_err(|e| StoreError::Corrupt(e.to_string()))?
-            .unwrap_or(0);
+        let mut count = || -> Result<u64, StoreError> {
+            Ok(replies
+                .pop()
+                .map(redis::from_redis_value)
+                .transpose()
+                .map_err(|e| StoreError::Corrupt(e.to_string()))?
+                .unwrap_or(0))
+        };
+        let leased = count()?;
+        let held = count()?;
         let mut stats = QueueStats {
             leased,
+            held,
             ..QueueStats::default()
         };
         for (severity, pair) in Severity::ALL.iter().zip(replies.chunks(2)) {

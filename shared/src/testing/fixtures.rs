@@ -34,6 +34,7 @@ pub fn job(n: u64, version: u64, kind: SummaryKind, severity: Severity, enqueued
         deadline: EpochMillis(enqueued_at + 60_000),
         coalesce_key: None,
         region: None,
+        hold_until: None,
     }
 }
 

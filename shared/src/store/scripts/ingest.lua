@@ -1,7 +1,7 @@
 -- Applies one ingest record atomically.
 -- KEYS[1]: the ticket hash. ARGV: prefix, ticket, version, snapshot json, closed ('1'/'0'),
 -- region ('' for none), summary kind, summary version, summary rank, summary json,
--- job count, region index cap, then 9 entries per job (see enqueue_at).
+-- job count, region index cap, then JOB_ARGS entries per job (see enqueue_at).
 -- Returns 'accepted', 'duplicate' or 'stale'.
 local ticket, version = ARGV[2], tonumber(ARGV[3])
 local stored = redis.call('HGET', KEYS[1], 'version')
@@ -18,7 +18,7 @@ put_summary(ticket, ARGV[7], ARGV[8], ARGV[9], ARGV[10])
 cancel(ticket, version, { technician = true, customer = true, rollup = true })
 local closed = ARGV[5] == '1'
 for i = 0, tonumber(ARGV[11]) - 1 do
-  enqueue_at(13 + i * 9, closed)
+  enqueue_at(13 + i * JOB_ARGS, closed)
 end
 
 -- File the ticket under its region, latest first, keeping the newest ARGV[12]. The

@@ -1,9 +1,10 @@
 -- Leases the best pending job of a tier and up to max_group-1 jobs sharing its
--- coalescing key. KEYS[1]: the tier's leased set. ARGV: prefix, tier, expires_at,
--- max_group, promote_every_ms.
+-- coalescing key, held or not. KEYS[1]: the tier's leased set. ARGV: prefix, tier,
+-- expires_at, max_group, promote_every_ms, now.
 -- Returns {} or {json1, token1, json2, token2, ...}, best job first.
 local tier, expires_at = ARGV[2], ARGV[3]
 local max_group, step = tonumber(ARGV[4]), tonumber(ARGV[5])
+end_holds(tier, ARGV[6])
 
 -- Each severity's queue is ordered by arrival, so its head is its best job; the
 -- best overall is the lowest (arrival + (rank-1) x step, arrival, id) among heads.

@@ -33,8 +33,11 @@ local function add_pending(id, tier, rank, enq, co)
   end
 end
 
+-- A held job is in its tier's held set (not yet in its queue) and in its coalescing
+-- set; removing it from both kinds of set covers either state.
 local function remove_pending(id, tier, rank, co)
   redis.call('ZREM', key('pending', tier, rank), id)
+  redis.call('ZREM', key('held', tier), id)
   if co ~= '' then
     redis.call('ZREM', key('coalesce', tier, co), id)
   end
@@ -53,12 +56,17 @@ local function forget(id)
   redis.call('DEL', job_key(id))
 end
 
--- Queues one job described by 9 consecutive ARGV entries starting at `at`:
--- id, json, ticket, version, kind, tier, rank, enqueued_at, coalesce key ('' for none).
+-- Queues one job described by 10 consecutive ARGV entries starting at `at`:
+-- id, json, ticket, version, kind, tier, rank, enqueued_at, coalesce key ('' for none),
+-- hold end ('' for none). A held job waits in the tier's held set, and in its
+-- coalescing set (so that it can join a group), until `end_holds` queues it.
 -- Returns 1 if queued, 0 if the job already exists.
+local JOB_ARGS = 10
+
 local function enqueue_at(at, skip_technician)
   local id, ticket, kind = ARGV[at], ARGV[at + 2], ARGV[at + 4]
   local tier, rank, enq, co = ARGV[at + 5], ARGV[at + 6], ARGV[at + 7], ARGV[at + 8]
+  local hold = ARGV[at + 9]
   if skip_technician and kind == 'technician' then
     return 0
   end
@@ -68,8 +76,25 @@ local function enqueue_at(at, skip_technician)
   redis.call('HSET', job_key(id), 'json', ARGV[at + 1], 'ticket', ticket, 'version', ARGV[at + 3],
     'kind', kind, 'tier', tier, 'rank', rank, 'enq', enq, 'co', co)
   redis.call('SADD', key('ticket_jobs', ticket), id)
-  add_pending(id, tier, rank, enq, co)
+  if hold ~= '' then
+    redis.call('ZADD', key('held', tier), hold, id)
+    if co ~= '' then
+      redis.call('ZADD', key('coalesce', tier, co), enq, id)
+    end
+  else
+    add_pending(id, tier, rank, enq, co)
+  end
   return 1
+end
+
+-- Queues the held jobs of `tier` whose hold has ended at `now` (a string of epoch ms).
+local function end_holds(tier, now)
+  local held = key('held', tier)
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', held, '-inf', now)) do
+    local f = redis.call('HMGET', job_key(id), 'rank', 'enq')
+    redis.call('ZADD', key('pending', tier, f[1]), f[2], id)
+  end
+  redis.call('ZREMRANGEBYSCORE', held, '-inf', now)
 end
 
 -- Latest summary per (ticket, kind): a newer version wins; at the same version a
