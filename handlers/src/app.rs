@@ -67,7 +67,10 @@ impl AppState {
         AppState {
             store: Arc::new(store),
             governor,
-            ingest: IngestPolicy::default(),
+            ingest: IngestPolicy {
+                coalesce_hold: settings.coalesce_hold,
+                ..IngestPolicy::default()
+            },
             dispatch: DispatchConfig::default(),
             clock,
             settings: Arc::new(settings),

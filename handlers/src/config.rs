@@ -9,10 +9,12 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use reqwest::Url;
 use stormgate_shared::governor::budget::DeploymentNameError;
 use stormgate_shared::governor::{DeploymentBudget, DeploymentName, GovernorPolicy, Headroom};
+use stormgate_shared::ingest::IngestPolicy;
 use stormgate_shared::job::Tier;
 
 use crate::secrets::{self, Secret, SecretSource};
@@ -95,6 +97,7 @@ pub const GOVERNOR_HEADROOM: &str = "STORMGATE_GOVERNOR_HEADROOM";
 pub const KEY_VAULT_URL: &str = "STORMGATE_KEY_VAULT_URL";
 pub const CLASSIFIER_MODEL_PATH: &str = "STORMGATE_CLASSIFIER_MODEL_PATH";
 pub const ROUTE_UP_THRESHOLD: &str = "STORMGATE_ROUTE_UP_THRESHOLD";
+pub const COALESCE_HOLD_SECONDS: &str = "STORMGATE_COALESCE_HOLD_SECONDS";
 pub const SERVICENOW_INSTANCE_URL: &str = "SERVICENOW_INSTANCE_URL";
 pub const SERVICENOW_USERNAME: &str = "SERVICENOW_USERNAME";
 pub const SERVICENOW_PASSWORD: &str = "SERVICENOW_PASSWORD";
@@ -264,6 +267,13 @@ pub const SETTINGS: &[SettingSpec] = &[
         Handler,
         None,
         "Cumulative probability (0 to 1] a severity needs to be routed to; the model's own when unset.",
+    ),
+    setting(
+        COALESCE_HOLD_SECONDS,
+        Optional,
+        Handler,
+        Some("300"),
+        "Longest a job that may share its outage's LLM call waits for it (a quarter of its deadline at most; 0 = never).",
     ),
     setting(
         SERVICENOW_INSTANCE_URL,
@@ -502,6 +512,8 @@ pub struct Settings {
     pub key_vault_url: Option<String>,
     pub classifier_model_path: Option<PathBuf>,
     pub route_up_threshold: Option<f64>,
+    /// The ingest policy's `coalesce_hold`.
+    pub coalesce_hold: Duration,
     pub servicenow: Option<ServiceNowSettings>,
     pub search: Option<SearchSettings>,
     pub log_format: LogFormat,
@@ -599,6 +611,7 @@ impl Settings {
             key_vault_url: None,
             classifier_model_path: None,
             route_up_threshold: None,
+            coalesce_hold: IngestPolicy::default().coalesce_hold,
             servicenow: None,
             search: None,
             log_format: LogFormat::Json,
@@ -808,6 +821,13 @@ fn probability(raw: &str) -> Result<f64, String> {
     }
 }
 
+fn seconds(raw: &str) -> Result<Duration, String> {
+    raw.trim()
+        .parse::<u64>()
+        .map(Duration::from_secs)
+        .map_err(|_| format!("{raw:?} is not a whole number of seconds"))
+}
+
 fn port(raw: &str) -> Result<u16, String> {
     raw.parse::<u16>()
         .map_err(|_| format!("{raw:?} is not a TCP port"))
@@ -975,6 +995,9 @@ impl Settings {
             key_vault_url: settings.parsed_optional(KEY_VAULT_URL, https_url)?,
             classifier_model_path: settings.get(CLASSIFIER_MODEL_PATH).map(PathBuf::from),
             route_up_threshold: settings.parsed_optional(ROUTE_UP_THRESHOLD, probability)?,
+            coalesce_hold: settings
+                .parsed_optional(COALESCE_HOLD_SECONDS, seconds)?
+                .unwrap_or(IngestPolicy::default().coalesce_hold),
             servicenow: servicenow_settings(&settings)?,
             search: search_settings(&settings)?,
             log_format: settings.parsed_or_default(LOG_FORMAT, log_format)?,
@@ -1138,6 +1161,7 @@ mod tests {
             (LOG_FORMAT, "xml", "pretty"),
             (REDIS_AUTH, "password", "entra"),
             (ROUTE_UP_THRESHOLD, "0", "probability"),
+            (COALESCE_HOLD_SECONDS, "5m", "seconds"),
             (
                 "STORMGATE_STANDARD_PRICE_INPUT_PER_1M",
                 "-1",

@@ -61,6 +61,8 @@ impl Rig {
         let mut settings = Settings::example();
         settings.premium.tokens_per_minute = 1_000_000;
         settings.standard.tokens_per_minute = 1_000_000;
+        // Every job is served on the tick after classify: no coalescing holds here.
+        settings.coalesce_hold = Duration::ZERO;
         let clock = ManualClock::starting_at(T0);
         let state = AppState::new(
             settings,

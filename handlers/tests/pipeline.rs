@@ -67,6 +67,8 @@ fn start_handler_with(redis_url: &str, extra: &[(&str, String)]) -> Handler {
         ("STORMGATE_REDIS_URL".to_owned(), redis_url.to_owned()),
         ("STORMGATE_PREMIUM_TPM".to_owned(), "1000000".to_owned()),
         ("STORMGATE_STANDARD_TPM".to_owned(), "1000000".to_owned()),
+        // The real clock runs here: jobs must not wait out coalescing holds.
+        ("STORMGATE_COALESCE_HOLD_SECONDS".to_owned(), "0".to_owned()),
         ("FUNCTIONS_CUSTOMHANDLER_PORT".to_owned(), port.to_string()),
         ("RUST_LOG".to_owned(), "warn".to_owned()),
     ]);
@@ -329,6 +331,8 @@ async fn classify_dispatch_summarize_ends_with_an_llm_summary_for_every_ticket()
     let mut settings = Settings::example();
     settings.premium.tokens_per_minute = 1_000_000;
     settings.standard.tokens_per_minute = 1_000_000;
+    // Every job is served on the ticks after classify: no coalescing holds here.
+    settings.coalesce_hold = std::time::Duration::ZERO;
     let deployments: Vec<DeploymentConfig> = [&settings.premium, &settings.standard]
         .iter()
         .map(|t| {

@@ -140,7 +140,8 @@ async fn resubmit_entries(
 ) -> anyhow::Result<()> {
     let classifier = load_classifier(args.model.as_deref(), args.route_up_threshold)
         .map_err(anyhow::Error::msg)?;
-    // The handler's ingest policy is the default one (`AppState::new`).
+    // The handler's ingest policy is the default one (`AppState::new`), but for the
+    // coalescing hold, which only delays when a re-submitted job may lead an LLM call.
     let policy = IngestPolicy::default();
     let ctx = IngestContext {
         store,

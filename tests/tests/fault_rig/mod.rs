@@ -30,7 +30,7 @@ use stormgate_handlers::system_clock::SystemClock;
 use stormgate_shared::classifier::Classifier;
 use stormgate_shared::clock::{Clock, ManualClock};
 use stormgate_shared::governor::Governor;
-use stormgate_shared::ingest::{IngestContext, IngestPolicy, prepare};
+use stormgate_shared::ingest::{IngestContext, IngestPolicy, MIN_HOLD, prepare};
 use stormgate_shared::job::{SummaryKind, Tier};
 use stormgate_shared::lab::simulator::{DeploymentConfig, Faults, Latency, SimulatorConfig};
 use stormgate_shared::prompts;
@@ -303,11 +303,24 @@ impl Rig {
     /// Dispatch ticks and deliveries of their messages, on the handler, until no job is left
     /// in Redis or in the host's queues, at most `rounds` times. Returns the ticks'
     /// reports (`ReturnValue`s).
+    ///
+    /// When the only jobs left are held (waiting out their coalescing hold), the clock
+    /// moves on by the shortest hold ingest makes, as it would while the timer keeps
+    /// ticking; such a step does not count as a round.
     pub async fn settle(&mut self, rounds: usize) -> Vec<Value> {
         let mut ticks = Vec::new();
-        for _ in 0..rounds {
+        let most_steps = IngestPolicy::default().coalesce_hold.as_secs() / MIN_HOLD.as_secs() + 1;
+        let mut steps = 0;
+        let mut round = 0;
+        while round < rounds {
             if self.is_idle().await {
                 break;
+            }
+            if steps < most_steps && self.only_held_jobs_left().await {
+                self.advance_clock(MIN_HOLD);
+                steps += 1;
+            } else {
+                round += 1;
             }
             // A failed tick is the timer's business: the next one runs 5 s later.
             let tick = self.host.dispatch(&self.handler.base_url()).await;
@@ -335,14 +348,29 @@ impl Rig {
         answer.body["ReturnValue"].clone()
     }
 
-    /// No job pending or leased in any tier, and no message waiting in the host.
+    /// No job pending, held or leased in any tier, and no message waiting in the host.
     pub async fn is_idle(&self) -> bool {
         let mut idle = Tier::LLM.iter().all(|t| self.host.queued(*t) == 0);
         for tier in [Tier::Premium, Tier::Standard, Tier::Extractive] {
             let stats = self.store.queue_stats(tier).await.unwrap();
-            idle &= stats.pending == 0 && stats.leased == 0;
+            idle &= stats.pending == 0 && stats.held == 0 && stats.leased == 0;
         }
         idle
+    }
+
+    /// Some jobs are held, and nothing else is pending, leased or waiting in the host.
+    async fn only_held_jobs_left(&self) -> bool {
+        let mut held = 0;
+        let mut other = Tier::LLM
+            .iter()
+            .map(|t| self.host.queued(*t))
+            .sum::<usize>() as u64;
+        for tier in [Tier::Premium, Tier::Standard, Tier::Extractive] {
+            let stats = self.store.queue_stats(tier).await.unwrap();
+            held += stats.held;
+            other += stats.pending + stats.leased;
+        }
+        held > 0 && other == 0
     }
 
     /// Pending and leased jobs per tier, for failure messages.
@@ -351,8 +379,8 @@ impl Rig {
         for tier in [Tier::Premium, Tier::Standard, Tier::Extractive] {
             let stats = self.store.queue_stats(tier).await.unwrap();
             report.push_str(&format!(
-                "{tier}: {} pending, {} leased; ",
-                stats.pending, stats.leased
+                "{tier}: {} pending, {} held, {} leased; ",
+                stats.pending, stats.held, stats.leased
             ));
         }
         report.push_str(&format!(
