@@ -244,3 +244,26 @@ fn invocation_id(headers: &HeaderMap) -> Option<String> {
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use stormgate_shared::clock::ManualClock;
+    use stormgate_shared::store::memory::MemoryStore;
+
+    use super::*;
+
+    #[test]
+    fn the_ingest_policy_takes_the_coalescing_hold_from_the_settings() {
+        let mut settings = Settings::example();
+        settings.coalesce_hold = Duration::from_secs(42);
+        let state = AppState::new(
+            settings,
+            LazyStore::ready(Arc::new(MemoryStore::new())),
+            Arc::new(ManualClock::default()),
+        );
+        assert_eq!(state.ingest.coalesce_hold, Duration::from_secs(42));
+        assert_eq!(state.ingest.deadlines, IngestPolicy::default().deadlines);
+    }
+}

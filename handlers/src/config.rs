@@ -1072,6 +1072,16 @@ mod tests {
     }
 
     #[test]
+    fn the_coalescing_hold_is_read_in_seconds_and_defaults_to_the_ingest_policys() {
+        let default = Settings::from_vars(vars_with(&[])).unwrap();
+        assert_eq!(default.coalesce_hold, Duration::from_secs(300));
+        let none = Settings::from_vars(vars_with(&[(COALESCE_HOLD_SECONDS, "0")])).unwrap();
+        assert_eq!(none.coalesce_hold, Duration::ZERO);
+        let two = Settings::from_vars(vars_with(&[(COALESCE_HOLD_SECONDS, " 120 ")])).unwrap();
+        assert_eq!(two.coalesce_hold, Duration::from_secs(120));
+    }
+
+    #[test]
     fn every_missing_required_handler_setting_is_named() {
         let required = SETTINGS
             .iter()
