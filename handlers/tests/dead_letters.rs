@@ -23,7 +23,7 @@ use stormgate_shared::event::CdcHeaders;
 use stormgate_shared::ingest::{
     BatchOutcome, IngestContext, IngestPolicy, RawEvent, classify_batch,
 };
-use stormgate_shared::job::SummaryKind;
+use stormgate_shared::job::{SummaryKind, Tier};
 use stormgate_shared::store::{DeadLetter, Store};
 use stormgate_shared::testing::redis_server::RedisServer;
 use stormgate_shared::ticket_id::TicketId;
@@ -167,12 +167,18 @@ async fn the_cli_lists_dead_letters_and_resubmits_them_keeping_what_fails_again(
     let listed: DeadLetter = serde_json::from_value(json[0].clone()).unwrap();
     assert_eq!(listed.raw, MALFORMED);
 
-    let one = stdout(&stormgate(&redis, &["resubmit", &refused_id]));
+    // As the handler would with STORMGATE_COALESCE_HOLD_SECONDS=0: its jobs are not held.
+    let one = stdout(&stormgate(
+        &redis,
+        &["resubmit", &refused_id, "--coalesce-hold-seconds", "0"],
+    ));
     assert!(
         one.contains(&format!("{refused_id}: accepted; removed")),
         "{one}"
     );
     assert!(one.contains("resubmitted 1: 1 accepted"));
+    let standard = store.queue_stats(Tier::Standard).await.unwrap();
+    assert_eq!((standard.pending, standard.held), (1, 0), "{standard:?}");
 
     let all = stdout(&stormgate(&redis, &["resubmit", "--all"]));
     assert!(

@@ -9,6 +9,7 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
@@ -52,6 +53,9 @@ pub struct DeadLettersArgs {
     /// The handler's STORMGATE_ROUTE_UP_THRESHOLD, if it sets one.
     #[arg(long, global = true, value_parser = probability)]
     pub route_up_threshold: Option<f64>,
+    /// The handler's STORMGATE_COALESCE_HOLD_SECONDS, if it sets one (default 300).
+    #[arg(long, global = true, value_name = "SECONDS")]
+    pub coalesce_hold_seconds: Option<u64>,
     #[command(subcommand)]
     pub action: Option<DeadLetterAction>,
 }
@@ -140,9 +144,14 @@ async fn resubmit_entries(
 ) -> anyhow::Result<()> {
     let classifier = load_classifier(args.model.as_deref(), args.route_up_threshold)
         .map_err(anyhow::Error::msg)?;
-    // The handler's ingest policy is the default one (`AppState::new`), but for the
-    // coalescing hold, which only delays when a re-submitted job may lead an LLM call.
-    let policy = IngestPolicy::default();
+    // The handler's ingest policy (`AppState::new`): the default one with its hold.
+    let default = IngestPolicy::default();
+    let policy = IngestPolicy {
+        coalesce_hold: args
+            .coalesce_hold_seconds
+            .map_or(default.coalesce_hold, Duration::from_secs),
+        ..default
+    };
     let ctx = IngestContext {
         store,
         clock: &SystemClock,
