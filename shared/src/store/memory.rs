@@ -221,22 +221,23 @@ impl State {
             self.held.remove(&tier);
         }
         for (_, id) in ended {
-            if let Some(stored) = self.jobs.get(&id) {
-                let job = &stored.job;
-                self.pending
-                    .entry((job.tier, job.severity))
-                    .or_default()
-                    .insert(arrival_entry(job, &id));
+            if let Some(job) = self.jobs.get(&id).map(|stored| stored.job.clone()) {
+                self.add_to_queue(&job, &id);
             }
         }
     }
 
     fn add_pending(&mut self, job: &Job, id: &str) {
+        self.add_to_queue(job, id);
+        self.add_coalescing(job, id);
+    }
+
+    /// Into its (tier, severity) queue, where it may lead a group.
+    fn add_to_queue(&mut self, job: &Job, id: &str) {
         self.pending
             .entry((job.tier, job.severity))
             .or_default()
             .insert(arrival_entry(job, id));
-        self.add_coalescing(job, id);
     }
 
     fn add_coalescing(&mut self, job: &Job, id: &str) {

@@ -26,11 +26,15 @@ local function bytes_less(a, b)
   return #a < #b
 end
 
-local function add_pending(id, tier, rank, enq, co)
-  redis.call('ZADD', key('pending', tier, rank), enq, id)
+local function add_coalescing(id, tier, enq, co)
   if co ~= '' then
     redis.call('ZADD', key('coalesce', tier, co), enq, id)
   end
+end
+
+local function add_pending(id, tier, rank, enq, co)
+  redis.call('ZADD', key('pending', tier, rank), enq, id)
+  add_coalescing(id, tier, enq, co)
 end
 
 -- A held job is in its tier's held set (not yet in its queue) and in its coalescing
@@ -78,9 +82,7 @@ local function enqueue_at(at, skip_technician)
   redis.call('SADD', key('ticket_jobs', ticket), id)
   if hold ~= '' then
     redis.call('ZADD', key('held', tier), hold, id)
-    if co ~= '' then
-      redis.call('ZADD', key('coalesce', tier, co), enq, id)
-    end
+    add_coalescing(id, tier, enq, co)
   else
     add_pending(id, tier, rank, enq, co)
   end
