@@ -6,12 +6,14 @@
 //! `{"display_value","value"}` objects, journal text or entry lists) and is total: any bytes
 //! yield a [`Ticket`] or an [`EventRejection`] naming the offending field, never a panic.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::clock::EpochMillis;
+use crate::event_fields::{Decoded, FieldValue, Item, Member, RecordFields};
 use crate::severity::Severity;
 use crate::ticket_id::TicketId;
 
@@ -311,12 +313,10 @@ pub fn parse_event(
         });
     }
     let text = std::str::from_utf8(value).map_err(|_| EventRejection::NotUtf8)?;
-    let json: Value =
-        serde_json::from_str(text).map_err(|e| EventRejection::NotJson(e.to_string()))?;
-    let Value::Object(record) = json else {
-        return Err(EventRejection::NotAnObject(json_type(&json)));
-    };
-    parse_record(&record, headers)
+    match RecordFields::from_json(text).map_err(|e| EventRejection::NotJson(e.to_string()))? {
+        Decoded::Record(fields) => parse_fields(*fields, headers),
+        Decoded::NotAnObject(found) => Err(EventRejection::NotAnObject(found)),
+    }
 }
 
 /// Parses an already-decoded incident record.
@@ -324,6 +324,10 @@ pub fn parse_record(
     record: &Map<String, Value>,
     headers: &CdcHeaders,
 ) -> Result<Ticket, EventRejection> {
+    parse_fields(RecordFields::from_map(record), headers)
+}
+
+fn parse_fields(record: RecordFields<'_>, headers: &CdcHeaders) -> Result<Ticket, EventRejection> {
     if let Some(table) = headers
         .table_name
         .as_deref()
@@ -334,7 +338,7 @@ pub fn parse_record(
         return Err(EventRejection::WrongTable(table.to_owned()));
     }
     let action = parse_action(headers.action.as_deref())?;
-    let fields = Fields(record);
+    let mut fields = Fields(record);
 
     let id = fields.required_code("sys_id")?;
     let id: TicketId = id.parse().map_err(|_| EventRejection::InvalidValue {
@@ -403,7 +407,7 @@ pub fn parse_record(
             .optional_text("short_description")?
             .unwrap_or_default(),
         description: fields.optional_text("description")?.unwrap_or_default(),
-        log: parse_log(&fields)?,
+        log: parse_log(&mut fields)?,
         customers_affected: match fields
             .first_code(&["u_customers_affected", "customers_affected"])?
         {
@@ -424,7 +428,7 @@ fn parse_action(action: Option<&str>) -> Result<CdcAction, EventRejection> {
 }
 
 /// Field access with ServiceNow's three spellings of a value.
-struct Fields<'a>(&'a Map<String, Value>);
+struct Fields<'a>(RecordFields<'a>);
 
 /// Which half of a `{"display_value","value"}` pair a field wants.
 #[derive(Clone, Copy)]
@@ -484,32 +488,24 @@ impl Fields<'_> {
 }
 
 /// A field's scalar text: a string, a number, a bool, a reference object or a display-value object.
-fn scalar_of(
+fn scalar_of<'v>(
     field: &'static str,
-    v: &Value,
+    v: &'v FieldValue<'_>,
     prefer: Prefer,
-) -> Result<Option<String>, EventRejection> {
+) -> Result<Option<Cow<'v, str>>, EventRejection> {
     match v {
-        Value::Null => Ok(None),
-        Value::String(s) => Ok(Some(s.clone())),
-        Value::Number(n) => Ok(Some(n.to_string())),
-        Value::Bool(b) => Ok(Some(b.to_string())),
-        Value::Object(o) => {
-            let pick = |k: &str| match o.get(k) {
-                Some(Value::String(s)) if !s.trim().is_empty() => Some(s.clone()),
-                Some(Value::Number(n)) => Some(n.to_string()),
-                _ => None,
-            };
+        FieldValue::Null => Ok(None),
+        FieldValue::Text(s) => Ok(Some(Cow::Borrowed(s))),
+        FieldValue::Number(n) => Ok(Some(Cow::Owned(n.to_string()))),
+        FieldValue::Bool(b) => Ok(Some(Cow::Owned(b.to_string()))),
+        FieldValue::Object(o) => {
+            let pick = |member: &Option<Member<'_>>| member.as_ref().and_then(Member::text);
             let chosen = match prefer {
-                Prefer::Display => pick("display_value").or_else(|| pick("value")),
-                Prefer::Value => pick("value").or_else(|| pick("display_value")),
+                Prefer::Display => pick(&o.display_value).or_else(|| pick(&o.value)),
+                Prefer::Value => pick(&o.value).or_else(|| pick(&o.display_value)),
             };
-            if chosen.is_some()
-                || ["value", "display_value", "link"]
-                    .iter()
-                    .any(|k| o.contains_key(*k))
-            {
-                Ok(chosen)
+            if chosen.is_some() || o.value.is_some() || o.display_value.is_some() || o.has_link {
+                Ok(chosen.map(Cow::Owned))
             } else {
                 Err(EventRejection::WrongType {
                     field,
@@ -518,7 +514,7 @@ fn scalar_of(
                 })
             }
         }
-        Value::Array(_) => Err(EventRejection::WrongType {
+        FieldValue::Array(_) => Err(EventRejection::WrongType {
             field,
             expected: "a string",
             found: "array",
@@ -571,7 +567,7 @@ pub fn parse_servicenow_time(s: &str) -> Option<EpochMillis> {
     u64::try_from(ts.as_millisecond()).ok().map(EpochMillis)
 }
 
-fn parse_log(fields: &Fields<'_>) -> Result<Vec<LogEntry>, EventRejection> {
+fn parse_log(fields: &mut Fields<'_>) -> Result<Vec<LogEntry>, EventRejection> {
     let mut entries = Vec::new();
     for (field, source) in [
         ("log_entries", LogSource::Alarm),
@@ -579,20 +575,21 @@ fn parse_log(fields: &Fields<'_>) -> Result<Vec<LogEntry>, EventRejection> {
         ("work_notes", LogSource::WorkNote),
         ("comments", LogSource::Comment),
     ] {
-        let Some(v) = fields.0.get(field) else {
+        // Taken, not borrowed: an alarm dump (the bulk of a storm event) moves into its entry.
+        let Some(v) = fields.0.take(field) else {
             continue;
         };
         match v {
-            Value::Null => {}
-            Value::String(s) if source == LogSource::Alarm => push_text(&mut entries, s, source),
-            Value::String(s) => entries.extend(parse_journal(s, source)),
-            Value::Array(items) => {
+            FieldValue::Null => {}
+            FieldValue::Text(s) if source == LogSource::Alarm => push_text(&mut entries, s, source),
+            FieldValue::Text(s) => entries.extend(parse_journal(&s, source)),
+            FieldValue::Array(items) => {
                 for item in items {
                     entries.push(parse_log_item(field, item, source)?);
                 }
             }
-            Value::Object(_) => {
-                if let Some(s) = scalar_of(field, v, Prefer::Display)? {
+            FieldValue::Object(_) => {
+                if let Some(s) = scalar_of(field, &v, Prefer::Display)? {
                     entries.extend(parse_journal(&s, source));
                 }
             }
@@ -600,7 +597,7 @@ fn parse_log(fields: &Fields<'_>) -> Result<Vec<LogEntry>, EventRejection> {
                 return Err(EventRejection::WrongType {
                     field,
                     expected: "a string or a list of entries",
-                    found: json_type(other),
+                    found: other.type_name(),
                 });
             }
         }
@@ -611,48 +608,50 @@ fn parse_log(fields: &Fields<'_>) -> Result<Vec<LogEntry>, EventRejection> {
     Ok(entries)
 }
 
-fn push_text(entries: &mut Vec<LogEntry>, text: &str, source: LogSource) {
+fn push_text(entries: &mut Vec<LogEntry>, text: Cow<'_, str>, source: LogSource) {
     if !text.trim().is_empty() {
         entries.push(LogEntry {
             at: None,
             author: None,
             source,
-            text: text.to_owned(),
+            text: text.into_owned(),
         });
     }
 }
 
 fn parse_log_item(
     field: &'static str,
-    item: &Value,
+    item: Item<'_>,
     default_source: LogSource,
 ) -> Result<LogEntry, EventRejection> {
     match item {
-        Value::String(s) => Ok(LogEntry {
+        Item::Text(s) => Ok(LogEntry {
             at: None,
             author: None,
             source: default_source,
-            text: s.clone(),
+            text: s.into_owned(),
         }),
-        Value::Object(o) => {
-            let text = ["text", "value", "message"]
-                .iter()
-                .find_map(|k| o.get(*k).and_then(Value::as_str))
+        Item::Entry(e) => {
+            let text = e
+                .text
+                .or(e.value)
+                .or(e.message)
                 .ok_or(EventRejection::WrongType {
                     field,
                     expected: "entries with a `text` string",
                     found: "entry without text",
                 })?;
-            let at = ["at", "sys_created_on", "timestamp"]
-                .iter()
-                .find_map(|k| o.get(*k).and_then(Value::as_str))
-                .and_then(parse_servicenow_time);
-            let author = ["author", "sys_created_by"]
-                .iter()
-                .find_map(|k| o.get(*k).and_then(Value::as_str))
-                .map(str::to_owned)
+            let at =
+                e.at.as_deref()
+                    .or(e.sys_created_on.as_deref())
+                    .or(e.timestamp.as_deref())
+                    .and_then(parse_servicenow_time);
+            let author = e
+                .author
+                .or(e.sys_created_by)
+                .map(Cow::into_owned)
                 .filter(|a| !a.trim().is_empty());
-            let source = match o.get("element").and_then(Value::as_str) {
+            let source = match e.element.as_deref() {
                 Some("work_notes") => LogSource::WorkNote,
                 Some("comments") => LogSource::Comment,
                 _ => default_source,
@@ -661,13 +660,13 @@ fn parse_log_item(
                 at,
                 author,
                 source,
-                text: text.to_owned(),
+                text: text.into_owned(),
             })
         }
-        other => Err(EventRejection::WrongType {
+        Item::Other(found) => Err(EventRejection::WrongType {
             field,
             expected: "entries that are strings or objects",
-            found: json_type(other),
+            found,
         }),
     }
 }
@@ -734,17 +733,6 @@ fn journal_header(line: &str) -> Option<(EpochMillis, Option<String>)> {
     };
     let author = author.trim();
     Some((at, (!author.is_empty()).then(|| author.to_owned())))
-}
-
-fn json_type(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
 }
 
 /// Values quoted in rejections are clipped: a rejection reason must stay small.
@@ -942,6 +930,12 @@ mod tests {
                         "sys_updated_on",
                         "parent",
                         "u_region",
+                        "u_alarm_log",
+                        "comments",
+                        "message",
+                        "author",
+                        "element",
+                        "cmdb_ci",
                     ]),
                     inner,
                     0..10,
@@ -963,6 +957,29 @@ mod tests {
         fn arbitrary_json_never_panics(v in arb_json(), action in prop::option::of(".{0,8}")) {
             let h = CdcHeaders { action, table_name: None };
             let _ = parse_event(v.to_string().as_bytes(), &h, ParseLimits::default());
+        }
+
+        #[test]
+        fn parsing_the_text_agrees_with_parsing_the_decoded_object(
+            v in arb_json(),
+            field in prop::sample::select(vec!["work_notes", "log_entries", "u_alarm_log", "cmdb_ci", "impact", "u_customers_affected"]),
+            value in arb_json(),
+        ) {
+            // On a valid record and on anything else: the fields decoded from the text are
+            // the fields a `serde_json::Value` holds.
+            for record in [v.clone(), { let mut r = minimal(); r[field] = value.clone(); r }] {
+                let from_text = parse(&record);
+                match &record {
+                    Value::Object(map) => prop_assert_eq!(from_text, parse_record(map, &CdcHeaders::default())),
+                    other => prop_assert_eq!(from_text, Err(EventRejection::NotAnObject(match other {
+                        Value::Null => "null",
+                        Value::Bool(_) => "boolean",
+                        Value::Number(_) => "number",
+                        Value::String(_) => "string",
+                        _ => "array",
+                    }))),
+                }
+            }
         }
 
         #[test]

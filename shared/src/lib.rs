@@ -17,6 +17,7 @@ pub mod dispatch_policy;
 pub mod dispatcher;
 pub mod duration_secs;
 pub mod event;
+mod event_fields;
 pub mod extractive;
 pub mod extractive_settlement;
 pub mod fault_switches;
