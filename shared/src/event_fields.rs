@@ -278,6 +278,32 @@ impl<'de> de::Deserialize<'de> for Key<'de> {
     }
 }
 
+/// The `Visitor` methods for values kept only as their JSON type's name (`"null"`,
+/// `"boolean"`, `"number"`, `"array"`), wrapped in `$wrap`.
+macro_rules! values_named_by_type {
+    ($wrap:path) => {
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok($wrap("null"))
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+            Ok($wrap("boolean"))
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+            Ok($wrap("number"))
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+            Ok($wrap("number"))
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+            Ok($wrap("number"))
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            Ok($wrap("array"))
+        }
+    };
+}
+
 struct TopLevelVisitor;
 
 impl<'de> Visitor<'de> for TopLevelVisitor {
@@ -287,27 +313,9 @@ impl<'de> Visitor<'de> for TopLevelVisitor {
         f.write_str("a JSON value")
     }
 
-    fn visit_unit<E>(self) -> Result<Decoded<'de>, E> {
-        Ok(Decoded::NotAnObject("null"))
-    }
-    fn visit_bool<E>(self, _: bool) -> Result<Decoded<'de>, E> {
-        Ok(Decoded::NotAnObject("boolean"))
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<Decoded<'de>, E> {
-        Ok(Decoded::NotAnObject("number"))
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<Decoded<'de>, E> {
-        Ok(Decoded::NotAnObject("number"))
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<Decoded<'de>, E> {
-        Ok(Decoded::NotAnObject("number"))
-    }
+    values_named_by_type!(Decoded::NotAnObject);
     fn visit_str<E>(self, _: &str) -> Result<Decoded<'de>, E> {
         Ok(Decoded::NotAnObject("string"))
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Decoded<'de>, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(Decoded::NotAnObject("array"))
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Decoded<'de>, A::Error> {
@@ -426,21 +434,7 @@ impl<'de> Visitor<'de> for ItemVisitor {
         f.write_str("a log entry")
     }
 
-    fn visit_unit<E>(self) -> Result<Item<'de>, E> {
-        Ok(Item::Other("null"))
-    }
-    fn visit_bool<E>(self, _: bool) -> Result<Item<'de>, E> {
-        Ok(Item::Other("boolean"))
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<Item<'de>, E> {
-        Ok(Item::Other("number"))
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<Item<'de>, E> {
-        Ok(Item::Other("number"))
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<Item<'de>, E> {
-        Ok(Item::Other("number"))
-    }
+    values_named_by_type!(Item::Other);
     fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Item<'de>, E> {
         Ok(Item::Text(Cow::Borrowed(v)))
     }
@@ -449,10 +443,6 @@ impl<'de> Visitor<'de> for ItemVisitor {
     }
     fn visit_string<E>(self, v: String) -> Result<Item<'de>, E> {
         Ok(Item::Text(Cow::Owned(v)))
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Item<'de>, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(Item::Other("array"))
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Item<'de>, A::Error> {
