@@ -5,6 +5,8 @@
 //! (string-typed numbers, reference fields as plain strings, `{"link","value"}` objects or
 //! `{"display_value","value"}` objects, journal text or entry lists) and is total: any bytes
 //! yield a [`Ticket`] or an [`EventRejection`] naming the offending field, never a panic.
+//! The fields are read from the event's text by `event_fields.rs`, without a
+//! `serde_json::Value` tree.
 
 use std::borrow::Cow;
 use std::fmt;
