@@ -100,6 +100,11 @@ fn arrival_entry(job: &Job, id: &str) -> Entry {
     (job.enqueued_at.as_millis(), id.to_owned())
 }
 
+/// The job's (tier, severity) queue and its entry there.
+fn queue_entry(job: &Job, id: &str) -> ((Tier, Severity), Entry) {
+    ((job.tier, job.severity), arrival_entry(job, id))
+}
+
 fn hold_entry(job: &Job, id: &str) -> Option<Entry> {
     job.hold_until.map(|at| (at.as_millis(), id.to_owned()))
 }
@@ -221,8 +226,9 @@ impl State {
             self.held.remove(&tier);
         }
         for (_, id) in ended {
-            if let Some(job) = self.jobs.get(&id).map(|stored| stored.job.clone()) {
-                self.add_to_queue(&job, &id);
+            if let Some(stored) = self.jobs.get(&id) {
+                let (queue, entry) = queue_entry(&stored.job, &id);
+                self.pending.entry(queue).or_default().insert(entry);
             }
         }
     }
@@ -234,10 +240,8 @@ impl State {
 
     /// Into its (tier, severity) queue, where it may lead a group.
     fn add_to_queue(&mut self, job: &Job, id: &str) {
-        self.pending
-            .entry((job.tier, job.severity))
-            .or_default()
-            .insert(arrival_entry(job, id));
+        let (queue, entry) = queue_entry(job, id);
+        self.pending.entry(queue).or_default().insert(entry);
     }
 
     fn add_coalescing(&mut self, job: &Job, id: &str) {

@@ -32,8 +32,13 @@ local function add_coalescing(id, tier, enq, co)
   end
 end
 
-local function add_pending(id, tier, rank, enq, co)
+-- Into its (tier, severity) queue, where it may lead a group.
+local function add_to_queue(id, tier, rank, enq)
   redis.call('ZADD', key('pending', tier, rank), enq, id)
+end
+
+local function add_pending(id, tier, rank, enq, co)
+  add_to_queue(id, tier, rank, enq)
   add_coalescing(id, tier, enq, co)
 end
 
@@ -94,7 +99,7 @@ local function end_holds(tier, now)
   local held = key('held', tier)
   for _, id in ipairs(redis.call('ZRANGEBYSCORE', held, '-inf', now)) do
     local f = redis.call('HMGET', job_key(id), 'rank', 'enq')
-    redis.call('ZADD', key('pending', tier, f[1]), f[2], id)
+    add_to_queue(id, tier, f[1], f[2])
   end
   redis.call('ZREMRANGEBYSCORE', held, '-inf', now)
 end
