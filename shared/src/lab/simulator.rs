@@ -642,10 +642,13 @@ const SALIENT: &[&str] = &[
     "outage",
 ];
 
-/// A deterministic summary of the request's user content: the first line (usually
-/// the ticket's headline), then the most salient distinct lines with their repeat
-/// counts, then the latest line, cut to fit `max_tokens`. Returns the text and whether
-/// it was cut.
+/// A deterministic summary of the request's user content, shaped like a model's answer
+/// to the product's prompts: a headline (the ticket's short description, else its first
+/// line), the most salient distinct lines with their repeat counts, then the latest line,
+/// as many sentences as the system message allows ("at most five sentences") and cut to
+/// fit `max_tokens`. Alarm lines are told by their message, without the syslog prefix
+/// (timestamp, host, process) that a model would not copy, and the prompt's own markup
+/// (the `<ticket>` delimiters) is never quoted. Returns the text and whether it was cut.
 pub fn completion_text(request: &ChatRequest) -> (String, bool) {
     let user: Vec<&str> = request
         .messages
@@ -653,9 +656,15 @@ pub fn completion_text(request: &ChatRequest) -> (String, bool) {
         .filter(|m| m.role == Role::User)
         .flat_map(|m| m.content.lines())
         .map(str::trim)
-        .filter(|l| !l.is_empty())
+        .filter(|l| !l.is_empty() && !is_markup(l))
         .collect();
-    let sentences = salient_sentences(&user);
+    let limit = request
+        .messages
+        .iter()
+        .filter(|m| m.role == Role::System)
+        .find_map(|m| sentence_limit(&m.content))
+        .unwrap_or(DEFAULT_SENTENCES);
+    let sentences = salient_sentences(&user, limit);
     let budget_chars = usize::try_from(request.max_tokens)
         .unwrap_or(usize::MAX)
         .saturating_mul(3);
@@ -681,18 +690,59 @@ pub fn completion_text(request: &ChatRequest) -> (String, bool) {
     (text, truncated)
 }
 
-fn salient_sentences(lines: &[&str]) -> Vec<String> {
+/// Sentences an answer has when the system message sets no limit.
+const DEFAULT_SENTENCES: usize = 5;
+
+/// The limit an "at most N sentences" instruction sets, N in digits or in words.
+fn sentence_limit(system: &str) -> Option<usize> {
+    const NUMBERS: [&str; 10] = [
+        "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
+    ];
+    let lower = system.to_lowercase();
+    let (_, rest) = lower.split_once("at most ")?;
+    let mut words = rest.split_whitespace();
+    let count = words.next()?;
+    if !words.next()?.starts_with("sentence") {
+        return None;
+    }
+    count
+        .parse()
+        .ok()
+        .or_else(|| NUMBERS.iter().position(|n| *n == count).map(|i| i + 1))
+}
+
+/// A line of the prompt's own markup (a `<ticket …>` or `</ticket>` delimiter), not data.
+fn is_markup(line: &str) -> bool {
+    line.starts_with('<') && line.ends_with('>')
+}
+
+fn salient_sentences(lines: &[&str], limit: usize) -> Vec<String> {
     let Some(first) = lines.first() else {
         return Vec::new();
     };
+    let headline = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("Short description:"))
+        .map(str::trim)
+        .filter(|h| !h.is_empty())
+        .unwrap_or(first);
+    // The latest log line closes the answer; a prompt of facts only has none.
+    let latest = lines
+        .iter()
+        .skip(1)
+        .rev()
+        .find(|l| !is_fact(l))
+        .map(|l| alarm_message(l).0);
     let mut counts: BTreeMap<String, (usize, usize)> = BTreeMap::new();
     for (position, line) in lines.iter().enumerate().skip(1) {
-        let key = alarm_shape(line);
+        let (key, repeats) = alarm_message(line);
         let entry = counts.entry(key).or_insert((0, position));
-        entry.0 += 1;
+        entry.0 += repeats;
     }
     let mut ranked: Vec<(usize, usize, usize, String)> = counts
         .into_iter()
+        // What the headline or the closing sentence says is not said twice.
+        .filter(|(shape, _)| !shape.contains(headline) && latest.as_ref() != Some(shape))
         .filter_map(|(shape, (count, position))| {
             let lower = shape.to_lowercase();
             SALIENT
@@ -702,28 +752,79 @@ fn salient_sentences(lines: &[&str]) -> Vec<String> {
         })
         .collect();
     ranked.sort();
-    let mut out = vec![sentence(first)];
-    for (_, _, count, shape) in ranked.into_iter().take(3) {
+    let mut out = vec![sentence(headline)];
+    let room = limit.saturating_sub(1 + usize::from(latest.is_some()));
+    let mut told: Vec<String> = Vec::with_capacity(room);
+    for (_, _, count, shape) in ranked.into_iter().take(room) {
         let line = if count > 1 {
             format!("{shape} (seen {count} times)")
         } else {
-            shape
+            shape.clone()
         };
         out.push(sentence(&line));
+        told.push(shape);
     }
-    if let Some(last) = lines.last().filter(|_| lines.len() > 1) {
-        out.push(sentence(&format!("Latest: {}", alarm_shape(last))));
+    // Like a model asked for "at most N sentences", it uses them: when few lines are
+    // telling (a customer notice's prompt is facts only), the other facts follow in order.
+    // Headings (`Alarm log (repeats collapsed):`) introduce lines, they say nothing.
+    for line in lines.iter().filter(|l| !l.ends_with(':')) {
+        if told.len() >= room {
+            break;
+        }
+        let (message, _) = alarm_message(line);
+        if message.contains(headline)
+            || latest.as_ref() == Some(&message)
+            || told.contains(&message)
+        {
+            continue;
+        }
+        out.push(sentence(&message));
+        told.push(message);
+    }
+    if let Some(latest) = latest.filter(|_| limit > 1) {
+        out.push(sentence(&format!("Latest: {latest}")));
     }
     out
 }
 
+/// A `Label: value` line of the ticket's facts (`State: New`, `Service/CI: …`), as the
+/// product's prompts write them, rather than a line of its log.
+fn is_fact(line: &str) -> bool {
+    line.split_once(": ").is_some_and(|(label, _)| {
+        label.starts_with(|c: char| c.is_ascii_uppercase())
+            && label
+                .chars()
+                .all(|c| c.is_ascii_alphabetic() || matches!(c, ' ' | '/'))
+    })
+}
+
+/// What an alarm line says and how often the log had it: the message without its
+/// syslog prefix (up to the process, `ifmgr[290]: `, and a `%FACILITY-…` mnemonic) or,
+/// lacking one, without its leading timestamp; the count from a collapsed line's `[xN]`.
+fn alarm_message(line: &str) -> (String, usize) {
+    let (line, repeats) = match line.rsplit_once(" [x") {
+        Some((text, n)) => match n.strip_suffix(']').and_then(|n| n.parse::<usize>().ok()) {
+            Some(n) => (text, n.max(1)),
+            None => (line, 1),
+        },
+        None => (line, 1),
+    };
+    let message = match line.split_once("]: ") {
+        Some((_, rest)) => match rest.strip_prefix('%').and_then(|r| r.split_once(" : ")) {
+            Some((_, text)) => text,
+            None => rest,
+        },
+        None => alarm_shape(line),
+    };
+    (message.chars().take(200).collect(), repeats)
+}
+
 /// A log line without its leading timestamp, so repeats of one alarm collapse.
-fn alarm_shape(line: &str) -> String {
+fn alarm_shape(line: &str) -> &str {
     let rest = line.trim_start_matches(|c: char| {
         c.is_ascii_digit() || matches!(c, '-' | ':' | '.' | 'T' | 'Z' | ' ' | '+' | '/')
     });
-    let rest = if rest.is_empty() { line } else { rest };
-    rest.chars().take(200).collect()
+    if rest.is_empty() { line } else { rest }
 }
 
 fn sentence(text: &str) -> String {
@@ -861,6 +962,79 @@ mod tests {
         assert!(text.contains("BGP-5-ADJCHANGE"));
         assert!(text.ends_with("Latest: technician dispatched."));
         assert!(!text.contains("Summarize the ticket"));
+    }
+
+    /// A request built by the product's own prompt code, as the tier workers send it.
+    fn product_request(kind: crate::job::SummaryKind, body: &str) -> ChatRequest {
+        let ticket = crate::prompts::TicketText {
+            number: "INC3010432".to_owned(),
+            body: body.to_owned(),
+        };
+        crate::prompts::ticket_request(crate::prompts::current(kind), "standard", &[ticket])
+    }
+
+    const TICKET_BODY: &str = "Number: INC3010432\n\
+        State: New\n\
+        Short description: val-cr43 intermittent packet loss reported\n\
+        Alarm log (repeats collapsed):\n\
+        RP/0/RP0/CPU0:val-cr43 2026-01-12 11:26:35.837 : ifmgr[290]: %PKT_INFRA-LINK-3-UPDOWN : Interface HundredGigE0/0/0/8, changed state to Down [x11]\n\
+        RP/0/RP0/CPU0:val-cr43 2026-01-12 11:27:48.681 : envmon[159]: %PLATFORM-ENVMON-2-PSU_FAIL : Power module 0/PM0 failed: input voltage out of range\n\
+        2026-01-12 11:28:55 val-cr43 mib2d[2589]: SNMP_TRAP_LINK_DOWN: ifIndex 515, ifName xe-8 [x13]\n\
+        RP/0/RP0/CPU0:val-cr43 2026-01-12 11:36:41.924 : bgp[1050]: %ROUTING-BGP-5-ADJCHANGE : neighbor 10.19.20.80 Up (VRF: default)\n";
+
+    #[test]
+    fn completion_tells_alarms_by_their_message_and_never_quotes_the_prompts_markup() {
+        let request = product_request(crate::job::SummaryKind::Technician, TICKET_BODY);
+        let (text, truncated) = completion_text(&request);
+        assert!(!truncated);
+        assert!(
+            text.starts_with("val-cr43 intermittent packet loss reported."),
+            "{text}"
+        );
+        assert!(
+            text.contains("Power module 0/PM0 failed: input voltage out of range."),
+            "{text}"
+        );
+        assert!(
+            text.contains("Interface HundredGigE0/0/0/8, changed state to Down (seen 11 times)."),
+            "{text}"
+        );
+        assert!(
+            text.ends_with("Latest: neighbor 10.19.20.80 Up (VRF: default)."),
+            "{text}"
+        );
+        for quoted in ["<ticket", "</ticket>", "ifmgr[", "2026-01-12", "%PKT_INFRA"] {
+            assert!(!text.contains(quoted), "{quoted:?} quoted in {text}");
+        }
+    }
+
+    #[test]
+    fn completion_has_as_many_sentences_as_the_system_message_allows() {
+        let sentences = |kind| {
+            let (text, _) = completion_text(&product_request(kind, TICKET_BODY));
+            text.matches(". ").count() + 1
+        };
+        // "at most five sentences" and "at most four sentences" in the product's prompts.
+        assert_eq!(sentences(crate::job::SummaryKind::Technician), 5);
+        assert_eq!(sentences(crate::job::SummaryKind::Customer), 4);
+        // A prompt of facts only (a customer notice's) uses its sentences on the facts.
+        let facts = "Number: INC3010432\nState: New\nRegion: valley\nCustomers affected: 2\n\
+            Short description: val-cr43 intermittent packet loss reported\n";
+        let (notice, _) =
+            completion_text(&product_request(crate::job::SummaryKind::Customer, facts));
+        assert_eq!(
+            notice,
+            "val-cr43 intermittent packet loss reported. Customers affected: 2. Number: INC3010432. State: New."
+        );
+        assert_eq!(
+            sentence_limit("Plain language, at most 3 sentences."),
+            Some(3)
+        );
+        assert_eq!(
+            sentence_limit("Summarize the ticket in five sentences."),
+            None
+        );
+        assert_eq!(sentence_limit("at most five words"), None);
     }
 
     #[test]
