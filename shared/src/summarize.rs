@@ -15,6 +15,7 @@
 //! has no room for it right now), and every retry is admitted for them too. A search
 //! that fails or finds nothing only leaves the excerpt out.
 
+use std::cell::LazyCell;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -314,7 +315,9 @@ impl TierWorker<'_> {
         if let Ok(completion) = &result {
             outcome.tokens_used += completion.usage.total();
         }
-        let scrub_context = group_scrub_context(items);
+        // Built on first use: only customer text is scrubbed, and building it reads every
+        // ticket's log, which for a technician summary would be work thrown away.
+        let scrub_context = LazyCell::new(|| group_scrub_context(items));
         for item in items {
             if result.is_err() && fault_switches::is_off(Mechanism::ExtractiveFallback) {
                 // The design being proven against: the job leaves with nothing new.
@@ -515,7 +518,7 @@ fn fan_out(
     answer: &str,
     item: &Item<'_>,
     group_size: usize,
-    scrub_context: &ScrubContext,
+    scrub_context: &LazyCell<ScrubContext, impl FnOnce() -> ScrubContext>,
 ) -> String {
     match kind {
         SummaryKind::Technician if group_size > 1 => {
@@ -532,7 +535,11 @@ fn fan_out(
 
 /// The zero-token summary of this ticket; customer text is scrubbed against the whole
 /// group as well as its own ticket.
-fn fallback_text(kind: SummaryKind, item: &Item<'_>, scrub_context: &ScrubContext) -> String {
+fn fallback_text(
+    kind: SummaryKind,
+    item: &Item<'_>,
+    scrub_context: &LazyCell<ScrubContext, impl FnOnce() -> ScrubContext>,
+) -> String {
     match kind {
         SummaryKind::Technician | SummaryKind::Rollup => extractive::technician(&item.snapshot),
         SummaryKind::Customer => {
