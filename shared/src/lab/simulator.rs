@@ -726,23 +726,25 @@ fn salient_sentences(lines: &[&str], limit: usize) -> Vec<String> {
         .map(str::trim)
         .filter(|h| !h.is_empty())
         .unwrap_or(first);
+    // Each line's message is read once; the ranking, the filling and the close share it.
+    let messages: Vec<(String, usize)> = lines.iter().map(|l| alarm_message(l)).collect();
     // The latest log line closes the answer; a prompt of facts only has none.
-    let latest = lines
+    let latest: Option<&str> = lines
         .iter()
+        .zip(&messages)
         .skip(1)
         .rev()
-        .find(|l| !is_fact(l))
-        .map(|l| alarm_message(l).0);
-    let mut counts: BTreeMap<String, (usize, usize)> = BTreeMap::new();
-    for (position, line) in lines.iter().enumerate().skip(1) {
-        let (key, repeats) = alarm_message(line);
+        .find(|(l, _)| !is_fact(l))
+        .map(|(_, (message, _))| message.as_str());
+    let mut counts: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+    for (position, (key, repeats)) in messages.iter().enumerate().skip(1) {
         let entry = counts.entry(key).or_insert((0, position));
         entry.0 += repeats;
     }
-    let mut ranked: Vec<(usize, usize, usize, String)> = counts
+    let mut ranked: Vec<(usize, usize, usize, &str)> = counts
         .into_iter()
         // What the headline or the closing sentence says is not said twice.
-        .filter(|(shape, _)| !shape.contains(headline) && latest.as_ref() != Some(shape))
+        .filter(|(shape, _)| !shape.contains(headline) && latest != Some(*shape))
         .filter_map(|(shape, (count, position))| {
             let lower = shape.to_lowercase();
             SALIENT
@@ -754,12 +756,12 @@ fn salient_sentences(lines: &[&str], limit: usize) -> Vec<String> {
     ranked.sort();
     let mut out = vec![sentence(headline)];
     let room = limit.saturating_sub(1 + usize::from(latest.is_some()));
-    let mut told: Vec<String> = Vec::with_capacity(room);
+    let mut told: Vec<&str> = Vec::with_capacity(room);
     for (_, _, count, shape) in ranked.into_iter().take(room) {
         let line = if count > 1 {
             format!("{shape} (seen {count} times)")
         } else {
-            shape.clone()
+            shape.to_owned()
         };
         out.push(sentence(&line));
         told.push(shape);
@@ -767,18 +769,19 @@ fn salient_sentences(lines: &[&str], limit: usize) -> Vec<String> {
     // Like a model asked for "at most N sentences", it uses them: when few lines are
     // telling (a customer notice's prompt is facts only), the other facts follow in order.
     // Headings (`Alarm log (repeats collapsed):`) introduce lines, they say nothing.
-    for line in lines.iter().filter(|l| !l.ends_with(':')) {
+    for (_, (message, _)) in lines
+        .iter()
+        .zip(&messages)
+        .filter(|(l, _)| !l.ends_with(':'))
+    {
         if told.len() >= room {
             break;
         }
-        let (message, _) = alarm_message(line);
-        if message.contains(headline)
-            || latest.as_ref() == Some(&message)
-            || told.contains(&message)
-        {
+        let message = message.as_str();
+        if message.contains(headline) || latest == Some(message) || told.contains(&message) {
             continue;
         }
-        out.push(sentence(&message));
+        out.push(sentence(message));
         told.push(message);
     }
     if let Some(latest) = latest.filter(|_| limit > 1) {
