@@ -194,12 +194,14 @@ static PATTERNS: LazyLock<Vec<Pattern>> = LazyLock::new(|| {
 });
 
 /// Removes every leak from `text`.
+///
+/// Copied sentences go first, while the text still reads as the ticket did; then what
+/// has a shape (addresses, numbers, devices), each as a whole, before any name inside it
+/// is: a name removed first would cut an e-mail address in two and leave pieces of it
+/// that no longer have an address's shape.
 pub fn scrub(text: &str, ctx: &ScrubContext) -> Scrubbed {
     let mut removed = 0;
     let mut out = drop_copied_sentences(text, ctx, &mut removed);
-    for term in terms(ctx) {
-        out = replace_phrase(&out, &term, &mut removed);
-    }
     for pattern in PATTERNS.iter() {
         let mut count = 0;
         let replaced = pattern
@@ -217,6 +219,9 @@ pub fn scrub(text: &str, ctx: &ScrubContext) -> Scrubbed {
             removed += count;
             out = replaced.into_owned();
         }
+    }
+    for term in terms(ctx) {
+        out = replace_phrase(&out, &term, &mut removed);
     }
     Scrubbed { text: out, removed }
 }
@@ -348,7 +353,7 @@ fn drop_copied_sentences(text: &str, ctx: &ScrubContext, removed: &mut usize) ->
         return text.to_owned();
     }
     let mut out = String::with_capacity(text.len());
-    for sentence in text.split_inclusive(['.', '!', '?', '\n']) {
+    for sentence in sentences(text) {
         let copied = words(sentence)
             .windows(COPIED_WORDS)
             .any(|run| ctx.internal_runs.contains(&run_hash(run)));
@@ -357,6 +362,60 @@ fn drop_copied_sentences(text: &str, ctx: &ScrubContext, removed: &mut usize) ->
         } else {
             out.push_str(sentence);
         }
+    }
+    out
+}
+
+/// `text` cut into sentences, each with the punctuation and the space that end it, so
+/// that they join back into `text`. A `.`, `!` or `?` ends a sentence only where a space
+/// or the end of the text follows it (closing brackets and quotes in between belong to
+/// the sentence); a line break always does. A dot inside `10.1.2.3`, `core1.example.net`,
+/// `jane.roe@example.com` or `020.555.0100` ends nothing: dropping the half of an address
+/// that shares words with the ticket would leave the other half without an address's
+/// shape, where no pattern finds it any more.
+fn sentences(text: &str) -> Vec<&str> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        let end = match bytes[i] {
+            b'\n' => Some(i + 1),
+            b'.' | b'!' | b'?' => {
+                let mut j = i + 1;
+                while j < bytes.len()
+                    && matches!(bytes[j], b'.' | b'!' | b'?' | b')' | b']' | b'"' | b'\'')
+                {
+                    j += 1;
+                }
+                if j == bytes.len() {
+                    Some(j)
+                } else if bytes[j].is_ascii_whitespace() {
+                    // The spaces after a sentence go with it, up to a line break.
+                    while j < bytes.len() && bytes[j].is_ascii_whitespace() && bytes[j] != b'\n' {
+                        j += 1;
+                    }
+                    if bytes.get(j) == Some(&b'\n') {
+                        j += 1;
+                    }
+                    Some(j)
+                } else {
+                    None
+                }
+            }
+            _ => None,
+        };
+        match end {
+            Some(end) => {
+                out.push(&text[start..end]);
+                start = end;
+                i = end;
+            }
+            None => i += 1,
+        }
+    }
+    if start < text.len() {
+        out.push(&text[start..]);
     }
     out
 }
@@ -420,6 +479,28 @@ mod tests {
         let s = scrub(text, &ctx());
         assert_eq!(s.text, text);
         assert_eq!(s.removed, 0);
+    }
+
+    #[test]
+    fn sentences_end_at_a_stop_before_a_space_not_inside_an_address() {
+        let text =
+            "BGP to 10.1.2.3 is down (see core1.example.net). Call 020.555.0100!\nDone?  Yes";
+        assert_eq!(
+            sentences(text),
+            vec![
+                "BGP to 10.1.2.3 is down (see core1.example.net). ",
+                "Call 020.555.0100!\n",
+                "Done?  ",
+                "Yes"
+            ]
+        );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn sentences_join_back_into_the_text(text in "[a-z .!?()\"\n0-9é]{0,60}") {
+            proptest::prop_assert_eq!(sentences(&text).concat(), text);
+        }
     }
 
     #[test]
