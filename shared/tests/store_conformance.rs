@@ -15,11 +15,11 @@ use std::time::Duration;
 use serde_json::json;
 use stormgate_shared::clock::EpochMillis;
 use stormgate_shared::event::CdcHeaders;
-use stormgate_shared::job::{Job, SummaryKind, Tier};
+use stormgate_shared::job::{Job, JobId, SummaryKind, Tier};
 use stormgate_shared::severity::Severity::{self, P1, P2, P3, P4, P5};
 use stormgate_shared::store::{
-    AgingPolicy, DeadLetter, IngestOutcome, IngestRecord, Lease, QueueStats, REGION_INDEX_CAP,
-    SnapshotJson, Store,
+    AgingPolicy, CallClaim, DeadLetter, IngestOutcome, IngestRecord, Lease, OwedStats, QueueStats,
+    REGION_INDEX_CAP, SnapshotJson, Store,
 };
 use stormgate_shared::summary::PutOutcome;
 use stormgate_shared::testing::fixtures::{job, record, summary, technician_job, ticket};
@@ -1138,6 +1138,305 @@ async fn unknown_tickets_have_no_snapshot_and_no_summary(store: &dyn Store) {
     );
 }
 
+fn job_id(n: u64, version: u64, kind: SummaryKind) -> JobId {
+    JobId {
+        ticket: ticket(n),
+        version,
+        kind,
+    }
+}
+
+/// The fallback an LLM job settles with: extractive, marked degraded.
+fn degraded(n: u64, version: u64, kind: SummaryKind) -> stormgate_shared::summary::Summary {
+    let mut s = summary(n, version, kind, Tier::Extractive);
+    s.degraded = true;
+    s
+}
+
+fn later(ms: u64) -> EpochMillis {
+    EpochMillis(NOW.as_millis() + ms)
+}
+
+async fn a_stored_summary_owes_one_delivery_per_version(store: &dyn Store) {
+    let kind = SummaryKind::Customer;
+    let v1 = job_id(1, 1, kind);
+    // The instant summary is stored at ingest, owing nothing; a settlement owes.
+    store.ingest(&[record(1, 1, vec![])]).await.unwrap();
+    assert_eq!(
+        store.owed_stats(kind, NOW).await.unwrap(),
+        OwedStats::default()
+    );
+    let put = store
+        .put_summary_owed(&degraded(1, 1, kind), true, NOW)
+        .await
+        .unwrap();
+    assert_eq!(put, PutOutcome::Stored);
+    let owed = OwedStats { due: 1, claimed: 0 };
+    assert_eq!(store.owed_stats(kind, NOW).await.unwrap(), owed);
+    // Storing it again, or a better one of the same version, owes no second delivery.
+    let again = store
+        .put_summary_owed(&degraded(1, 1, kind), true, later(1))
+        .await
+        .unwrap();
+    assert_eq!(again, PutOutcome::Superseded);
+    let llm = summary(1, 1, kind, Tier::Standard);
+    let better = store.put_summary_owed(&llm, true, later(2)).await.unwrap();
+    assert_eq!(better, PutOutcome::Stored);
+    assert_eq!(store.owed_stats(kind, later(2)).await.unwrap(), owed);
+    assert_eq!(
+        store
+            .claim_due_owed(kind, 10, later(2), later(60_000))
+            .await
+            .unwrap(),
+        vec![v1.clone()],
+        "due since the first store"
+    );
+    assert_eq!(
+        store
+            .complete_owed(std::slice::from_ref(&v1))
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        store.owed_stats(kind, later(3)).await.unwrap(),
+        OwedStats::default()
+    );
+    assert_eq!(
+        store
+            .complete_owed(std::slice::from_ref(&v1))
+            .await
+            .unwrap(),
+        0
+    );
+
+    // A delivered version owes nothing when stored once more; the next version owes.
+    let mut llm_again = llm.clone();
+    llm_again.tier = Tier::Premium;
+    llm_again.text = "another answer".into();
+    store
+        .put_summary(&summary(1, 1, kind, Tier::Extractive))
+        .await
+        .unwrap();
+    store
+        .put_summary_owed(&llm_again, true, later(4))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.owed_stats(kind, later(4)).await.unwrap(),
+        OwedStats::default()
+    );
+    store
+        .put_summary_owed(&degraded(1, 2, kind), true, later(5))
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .claim_owed(&[v1.clone(), job_id(1, 2, kind)], later(5), later(9))
+            .await
+            .unwrap(),
+        vec![job_id(1, 2, kind)]
+    );
+    // Nothing is owed when the caller owes nothing, or the summary is not stored.
+    let technician = SummaryKind::Technician;
+    store
+        .put_summary_owed(&degraded(2, 1, technician), false, NOW)
+        .await
+        .unwrap();
+    store
+        .put_summary_owed(&degraded(2, 0, technician), true, NOW)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.owed_stats(technician, later(9)).await.unwrap(),
+        OwedStats::default()
+    );
+}
+
+async fn a_claimed_delivery_is_due_again_only_when_its_claim_runs_out(store: &dyn Store) {
+    let kind = SummaryKind::Technician;
+    for n in 1..=3 {
+        store
+            .put_summary_owed(&degraded(n, 1, kind), true, later(n * 10))
+            .await
+            .unwrap();
+    }
+    let (first, second, third) = (job_id(1, 1, kind), job_id(2, 1, kind), job_id(3, 1, kind));
+    let hold = later(60_000);
+    // Only what is due and not claimed is claimed, in the order asked.
+    assert_eq!(
+        store
+            .claim_owed(
+                &[third.clone(), first.clone(), job_id(9, 1, kind)],
+                later(30),
+                hold
+            )
+            .await
+            .unwrap(),
+        vec![third.clone(), first.clone()]
+    );
+    assert_eq!(
+        store
+            .claim_owed(std::slice::from_ref(&first), later(40), hold)
+            .await
+            .unwrap(),
+        vec![]
+    );
+    assert_eq!(
+        store.owed_stats(kind, later(40)).await.unwrap(),
+        OwedStats { due: 1, claimed: 2 }
+    );
+    assert_eq!(
+        store
+            .claim_due_owed(kind, 10, later(40), hold)
+            .await
+            .unwrap(),
+        vec![second.clone()]
+    );
+    assert_eq!(
+        store
+            .claim_due_owed(kind, 10, later(59_999), hold)
+            .await
+            .unwrap(),
+        vec![]
+    );
+    // The claims run out at the hold's end: due again, earliest first, up to the limit.
+    assert_eq!(
+        store
+            .claim_due_owed(kind, 2, hold, later(120_000))
+            .await
+            .unwrap(),
+        vec![first.clone(), second.clone()]
+    );
+    assert_eq!(
+        store.complete_owed(&[first, second, third]).await.unwrap(),
+        3
+    );
+    assert_eq!(
+        store.owed_stats(kind, later(200_000)).await.unwrap(),
+        OwedStats::default()
+    );
+    assert_eq!(
+        store.owed_stats(SummaryKind::Customer, NOW).await.unwrap(),
+        OwedStats::default()
+    );
+}
+
+async fn a_call_is_claimed_by_one_holder_until_its_claim_runs_out(store: &dyn Store) {
+    let kind = SummaryKind::Technician;
+    let jobs = [job_id(1, 1, kind), job_id(2, 1, kind)];
+    let until = later(10_000);
+    assert_eq!(
+        store.claim_calls(&jobs, "a", NOW, until).await.unwrap(),
+        vec![CallClaim::Claimed, CallClaim::Claimed]
+    );
+    assert_eq!(
+        store
+            .claim_calls(&jobs[..1], "b", later(1), later(20_000))
+            .await
+            .unwrap(),
+        vec![CallClaim::InFlight { until }]
+    );
+    // The holder extends its own claim; another holder takes over one that ran out.
+    assert_eq!(
+        store
+            .claim_calls(&jobs[..1], "a", later(2), later(15_000))
+            .await
+            .unwrap(),
+        vec![CallClaim::Claimed]
+    );
+    assert_eq!(
+        store
+            .claim_calls(&jobs, "b", later(10_000), later(30_000))
+            .await
+            .unwrap(),
+        vec![
+            CallClaim::InFlight {
+                until: later(15_000)
+            },
+            CallClaim::Claimed
+        ]
+    );
+    assert_eq!(
+        store
+            .renew_calls(&jobs, "a", later(10_001), later(40_000))
+            .await
+            .unwrap(),
+        1
+    );
+    // A holder that is done lets go: the call is free at once, before its claim's end.
+    store.release_calls(&jobs, "a").await.unwrap();
+    assert_eq!(
+        store
+            .claim_calls(&jobs, "c", later(20_000), later(60_000))
+            .await
+            .unwrap(),
+        vec![
+            CallClaim::Claimed,
+            CallClaim::InFlight {
+                until: later(30_000)
+            }
+        ],
+        "released by a, not by b"
+    );
+    store.release_calls(&jobs, "b").await.unwrap();
+    assert_eq!(
+        store
+            .claim_calls(&jobs[1..], "c", later(20_001), later(60_000))
+            .await
+            .unwrap(),
+        vec![CallClaim::Claimed]
+    );
+    assert_eq!(
+        store
+            .renew_calls(&jobs, "c", later(60_000), later(70_000))
+            .await
+            .unwrap(),
+        0,
+        "a claim that ran out is not renewed"
+    );
+}
+
+async fn a_call_whose_final_summary_is_stored_is_done(store: &dyn Store) {
+    let kind = SummaryKind::Customer;
+    let v1 = job_id(1, 1, kind);
+    let until = later(10_000);
+    // Only the instant summary: the call is still to be made.
+    store.ingest(&[record(1, 1, vec![])]).await.unwrap();
+    let instant = summary(1, 1, kind, Tier::Extractive);
+    store.put_summary(&instant).await.unwrap();
+    assert_eq!(
+        store
+            .claim_calls(std::slice::from_ref(&v1), "a", NOW, until)
+            .await
+            .unwrap(),
+        vec![CallClaim::Claimed]
+    );
+    // The fallback or the LLM summary settles it, for any holder.
+    store.put_summary(&degraded(1, 1, kind)).await.unwrap();
+    for holder in ["a", "b"] {
+        assert_eq!(
+            store
+                .claim_calls(std::slice::from_ref(&v1), holder, later(1), until)
+                .await
+                .unwrap(),
+            vec![CallClaim::Done]
+        );
+    }
+    // A newer version's summary, of any standing, leaves no call for the older one.
+    store
+        .put_summary(&summary(2, 3, kind, Tier::Extractive))
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .claim_calls(&[job_id(2, 2, kind), job_id(2, 3, kind)], "a", NOW, until)
+            .await
+            .unwrap(),
+        vec![CallClaim::Done, CallClaim::Claimed]
+    );
+}
+
 /// Instantiates every test for both backends.
 macro_rules! conformance {
     ($($test:ident),* $(,)?) => {
@@ -1198,4 +1497,8 @@ conformance!(
     unknown_tickets_have_no_snapshot_and_no_summary,
     regions_list_their_tickets_latest_first,
     a_region_keeps_only_its_latest_tickets,
+    a_stored_summary_owes_one_delivery_per_version,
+    a_claimed_delivery_is_due_again_only_when_its_claim_runs_out,
+    a_call_is_claimed_by_one_holder_until_its_claim_runs_out,
+    a_call_whose_final_summary_is_stored_is_done,
 );

@@ -14,13 +14,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::{
-    AgingPolicy, DeadLetter, IngestOutcome, IngestRecord, Lease, LeasedGroup, QueueStats,
-    REGION_INDEX_CAP, SnapshotJson, Store, StoreError,
+    AgingPolicy, CallClaim, DeadLetter, IngestOutcome, IngestRecord, Lease, LeasedGroup, OwedStats,
+    QueueStats, REGION_INDEX_CAP, SnapshotJson, Store, StoreError,
 };
 use crate::clock::EpochMillis;
 use crate::job::{Job, JobId, SummaryKind, Tier};
 use crate::severity::Severity;
-use crate::summary::{PutOutcome, Summary, replaces};
+use crate::summary::{PutOutcome, Summary, replaces, standing};
 use crate::ticket_id::TicketId;
 
 /// The in-memory [`Store`]. Cheap to create; state lives as long as the value.
@@ -65,6 +65,60 @@ struct State {
     ticket_region: BTreeMap<TicketId, (String, u64)>,
     /// Per region: ingest sequence → ticket, latest last.
     region_index: BTreeMap<String, BTreeMap<u64, TicketId>>,
+    /// Deliveries owed per summary kind (see [`Store::put_summary_owed`]).
+    owed: BTreeMap<SummaryKind, OwedSet>,
+    /// The latest version delivered per (ticket, kind).
+    delivered: BTreeMap<(TicketId, SummaryKind), u64>,
+    /// LLM call claims by job id: (holder, until).
+    calls: BTreeMap<String, (String, EpochMillis)>,
+    /// The same claims by (until, job id), to forget them once they have run out, as
+    /// Redis expires their keys.
+    call_ends: BTreeSet<Entry>,
+}
+
+/// Owed deliveries of one kind, by job id and by (due, job id): the sorted set of the
+/// Redis backend.
+#[derive(Debug, Default)]
+struct OwedSet {
+    due: BTreeMap<String, (u64, JobId)>,
+    order: BTreeSet<Entry>,
+}
+
+impl OwedSet {
+    /// Sets the due time of `id` (adding it when `add` and absent); false if absent and
+    /// not added.
+    fn set(&mut self, id: &JobId, due: u64, add: bool) -> bool {
+        let key = id.to_string();
+        match self.due.get_mut(&key) {
+            Some((current, _)) => {
+                self.order.remove(&(*current, key.clone()));
+                *current = due;
+                self.order.insert((due, key));
+                true
+            }
+            None if add => {
+                self.order.insert((due, key.clone()));
+                self.due.insert(key, (due, id.clone()));
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn remove(&mut self, id: &JobId) -> bool {
+        let key = id.to_string();
+        match self.due.remove(&key) {
+            Some((due, _)) => {
+                self.order.remove(&(due, key));
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn due_at(&self, id: &JobId) -> Option<u64> {
+        self.due.get(&id.to_string()).map(|(due, _)| *due)
+    }
 }
 
 /// The latest accepted version of a ticket, as its ingest record left it.
@@ -511,6 +565,193 @@ impl State {
         stats
     }
 
+    fn put_summary_owed(&mut self, summary: &Summary, owes: bool, now: EpochMillis) -> PutOutcome {
+        let put = self.put_summary(summary);
+        if put == PutOutcome::Stored && owes {
+            let delivered = self
+                .delivered
+                .get(&(summary.ticket.clone(), summary.kind))
+                .copied();
+            if delivered.is_none_or(|v| v < summary.version) {
+                let id = JobId {
+                    ticket: summary.ticket.clone(),
+                    version: summary.version,
+                    kind: summary.kind,
+                };
+                let owed = self.owed.entry(summary.kind).or_default();
+                if owed.due_at(&id).is_none() {
+                    owed.set(&id, now.as_millis(), true);
+                }
+            }
+        }
+        put
+    }
+
+    fn claim_owed(
+        &mut self,
+        ids: &[JobId],
+        now: EpochMillis,
+        hold_until: EpochMillis,
+    ) -> Vec<JobId> {
+        let mut claimed = Vec::new();
+        for id in ids {
+            let Some(owed) = self.owed.get_mut(&id.kind) else {
+                continue;
+            };
+            if owed.due_at(id).is_some_and(|due| due <= now.as_millis()) {
+                owed.set(id, hold_until.as_millis(), false);
+                claimed.push(id.clone());
+            }
+        }
+        claimed
+    }
+
+    fn claim_due_owed(
+        &mut self,
+        kind: SummaryKind,
+        limit: usize,
+        now: EpochMillis,
+        hold_until: EpochMillis,
+    ) -> Vec<JobId> {
+        let Some(owed) = self.owed.get_mut(&kind) else {
+            return Vec::new();
+        };
+        let due: Vec<JobId> = owed
+            .order
+            .iter()
+            .take_while(|(due, _)| *due <= now.as_millis())
+            .take(limit)
+            .filter_map(|(_, key)| owed.due.get(key).map(|(_, id)| id.clone()))
+            .collect();
+        for id in &due {
+            owed.set(id, hold_until.as_millis(), false);
+        }
+        due
+    }
+
+    fn complete_owed(&mut self, ids: &[JobId]) -> u64 {
+        let mut completed = 0;
+        for id in ids {
+            if self.owed.get_mut(&id.kind).is_some_and(|o| o.remove(id)) {
+                completed += 1;
+            }
+            let key = (id.ticket.clone(), id.kind);
+            if self.summaries.contains_key(&key) {
+                let delivered = self.delivered.entry(key).or_default();
+                *delivered = (*delivered).max(id.version);
+            }
+        }
+        completed
+    }
+
+    fn owed_stats(&self, kind: SummaryKind, now: EpochMillis) -> OwedStats {
+        let Some(owed) = self.owed.get(&kind) else {
+            return OwedStats::default();
+        };
+        let due = owed
+            .order
+            .iter()
+            .take_while(|(due, _)| *due <= now.as_millis())
+            .count() as u64;
+        OwedStats {
+            due,
+            claimed: owed.order.len() as u64 - due,
+        }
+    }
+
+    /// Whether a final summary of `id`'s version, or any summary of a newer one, is stored.
+    fn call_done(&self, id: &JobId) -> bool {
+        self.summaries
+            .get(&(id.ticket.clone(), id.kind))
+            .is_some_and(|s| {
+                s.version > id.version || (s.version == id.version && standing(s) >= 1)
+            })
+    }
+
+    /// Forgets the call claims that have run out at `now`.
+    fn forget_ended_calls(&mut self, now: EpochMillis) {
+        while let Some((until, key)) = self.call_ends.first().cloned()
+            && until <= now.as_millis()
+        {
+            self.call_ends.remove(&(until, key.clone()));
+            if self
+                .calls
+                .get(&key)
+                .is_some_and(|(_, u)| u.as_millis() == until)
+            {
+                self.calls.remove(&key);
+            }
+        }
+    }
+
+    fn hold_call(&mut self, key: String, holder: &str, until: EpochMillis) {
+        if let Some((_, previous)) = self.calls.get(&key) {
+            self.call_ends.remove(&(previous.as_millis(), key.clone()));
+        }
+        self.call_ends.insert((until.as_millis(), key.clone()));
+        self.calls.insert(key, (holder.to_owned(), until));
+    }
+
+    fn claim_calls(
+        &mut self,
+        ids: &[JobId],
+        holder: &str,
+        now: EpochMillis,
+        until: EpochMillis,
+    ) -> Vec<CallClaim> {
+        self.forget_ended_calls(now);
+        ids.iter()
+            .map(|id| {
+                if self.call_done(id) {
+                    return CallClaim::Done;
+                }
+                let key = id.to_string();
+                match self.calls.get(&key) {
+                    Some((other, their_until)) if other != holder && *their_until > now => {
+                        CallClaim::InFlight {
+                            until: *their_until,
+                        }
+                    }
+                    _ => {
+                        self.hold_call(key, holder, until);
+                        CallClaim::Claimed
+                    }
+                }
+            })
+            .collect()
+    }
+
+    fn renew_calls(
+        &mut self,
+        ids: &[JobId],
+        holder: &str,
+        now: EpochMillis,
+        until: EpochMillis,
+    ) -> u64 {
+        self.forget_ended_calls(now);
+        let mut renewed = 0;
+        for id in ids {
+            let key = id.to_string();
+            if self.calls.get(&key).is_some_and(|(h, _)| h == holder) {
+                self.hold_call(key, holder, until);
+                renewed += 1;
+            }
+        }
+        renewed
+    }
+
+    fn release_calls(&mut self, ids: &[JobId], holder: &str) {
+        for id in ids {
+            let key = id.to_string();
+            if let Some((h, until)) = self.calls.get(&key)
+                && h == holder
+            {
+                self.call_ends.remove(&(until.as_millis(), key.clone()));
+                self.calls.remove(&key);
+            }
+        }
+    }
+
     fn dead_letter(&mut self, entry: &DeadLetter) -> String {
         self.dead_letter_seq += 1;
         let id = format!("{}-{}", entry.at.as_millis(), self.dead_letter_seq);
@@ -669,5 +910,70 @@ impl Store for MemoryStore {
         limit: usize,
     ) -> Result<Vec<TicketId>, StoreError> {
         Ok(self.state().region_tickets(region, limit))
+    }
+
+    async fn put_summary_owed(
+        &self,
+        summary: &Summary,
+        owes: bool,
+        now: EpochMillis,
+    ) -> Result<PutOutcome, StoreError> {
+        Ok(self.state().put_summary_owed(summary, owes, now))
+    }
+
+    async fn claim_owed(
+        &self,
+        ids: &[JobId],
+        now: EpochMillis,
+        hold_until: EpochMillis,
+    ) -> Result<Vec<JobId>, StoreError> {
+        Ok(self.state().claim_owed(ids, now, hold_until))
+    }
+
+    async fn claim_due_owed(
+        &self,
+        kind: SummaryKind,
+        limit: usize,
+        now: EpochMillis,
+        hold_until: EpochMillis,
+    ) -> Result<Vec<JobId>, StoreError> {
+        Ok(self.state().claim_due_owed(kind, limit, now, hold_until))
+    }
+
+    async fn complete_owed(&self, ids: &[JobId]) -> Result<u64, StoreError> {
+        Ok(self.state().complete_owed(ids))
+    }
+
+    async fn owed_stats(
+        &self,
+        kind: SummaryKind,
+        now: EpochMillis,
+    ) -> Result<OwedStats, StoreError> {
+        Ok(self.state().owed_stats(kind, now))
+    }
+
+    async fn claim_calls(
+        &self,
+        ids: &[JobId],
+        holder: &str,
+        now: EpochMillis,
+        until: EpochMillis,
+    ) -> Result<Vec<CallClaim>, StoreError> {
+        Ok(self.state().claim_calls(ids, holder, now, until))
+    }
+
+    async fn renew_calls(
+        &self,
+        ids: &[JobId],
+        holder: &str,
+        now: EpochMillis,
+        until: EpochMillis,
+    ) -> Result<u64, StoreError> {
+        Ok(self.state().renew_calls(ids, holder, now, until))
+    }
+
+    async fn release_calls(&self, ids: &[JobId], holder: &str) -> Result<(), StoreError> {
+        self.state().release_calls(ids, holder);
+        Ok(())
     }
 }

@@ -218,6 +218,33 @@ fn replayable_by_default() -> bool {
     true
 }
 
+/// Who makes the LLM call of a job, as [`Store::claim_calls`] answers for one job.
+///
+/// A hand-off message can reach two workers (a redelivery after a worker died or lost
+/// its hold on the message): the first to claim a job makes its call, the other sees it
+/// in flight, and a delivery that comes after the job's final summary is stored sees it
+/// done. Either way only one of them pays for the call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "state")]
+pub enum CallClaim {
+    /// The caller holds the claim: it makes the call.
+    Claimed,
+    /// Another holder's claim runs until `until`: its call is in flight.
+    InFlight { until: EpochMillis },
+    /// A final summary of this version (the LLM's, or the fallback) or of a newer one is
+    /// stored: no call is needed.
+    Done,
+}
+
+/// Deliveries owed to one sink ([`Store::put_summary_owed`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OwedStats {
+    /// Owed and free to be claimed now.
+    pub due: u64,
+    /// Claimed by a delivery in progress (due again if its claim runs out).
+    pub claimed: u64,
+}
+
 /// The storage operations stormgate needs. See the module docs for the backends.
 #[async_trait]
 pub trait Store: Send + Sync + std::fmt::Debug {
@@ -331,4 +358,74 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// [`REGION_INDEX_CAP`] tickets.
     async fn region_tickets(&self, region: &str, limit: usize)
     -> Result<Vec<TicketId>, StoreError>;
+
+    /// [`Store::put_summary`], and, when `owes` and the summary is stored, one delivery
+    /// of it owed to its sink (the customer notice of a customer summary, the work note of
+    /// a technician one), due at `now`: the job id joins its kind's owed set unless that
+    /// version was delivered already or is owed already. One atomic step, so that a
+    /// stored summary is never left without its delivery owed, whatever happens next.
+    async fn put_summary_owed(
+        &self,
+        summary: &Summary,
+        owes: bool,
+        now: EpochMillis,
+    ) -> Result<PutOutcome, StoreError>;
+
+    /// Claims the deliveries owed for `ids` that are due at `now` (owed, and not claimed
+    /// by a delivery in progress), holding each until `hold_until`: a delivery not
+    /// completed by then is due again. The ids claimed, in the order given.
+    async fn claim_owed(
+        &self,
+        ids: &[JobId],
+        now: EpochMillis,
+        hold_until: EpochMillis,
+    ) -> Result<Vec<JobId>, StoreError>;
+
+    /// Claims up to `limit` deliveries of `kind` due at `now`, earliest due first (then
+    /// by job id), holding each until `hold_until`.
+    async fn claim_due_owed(
+        &self,
+        kind: SummaryKind,
+        limit: usize,
+        now: EpochMillis,
+        hold_until: EpochMillis,
+    ) -> Result<Vec<JobId>, StoreError>;
+
+    /// Ends the deliveries of `ids`, claimed or not: they are no longer owed, and each
+    /// version is recorded as delivered (while its ticket's summaries are kept), so that
+    /// storing it again owes nothing. The count that were owed.
+    async fn complete_owed(&self, ids: &[JobId]) -> Result<u64, StoreError>;
+
+    /// How many deliveries of `kind` are owed, due at `now` or claimed.
+    async fn owed_stats(
+        &self,
+        kind: SummaryKind,
+        now: EpochMillis,
+    ) -> Result<OwedStats, StoreError>;
+
+    /// For each job of `ids`, in order: claims its LLM call for `holder` until `until`,
+    /// unless another holder's claim is still running at `now` ([`CallClaim::InFlight`])
+    /// or a final summary of its version or a newer one is stored ([`CallClaim::Done`]).
+    /// A claim of the same holder is extended. Claims are kept only while they run.
+    async fn claim_calls(
+        &self,
+        ids: &[JobId],
+        holder: &str,
+        now: EpochMillis,
+        until: EpochMillis,
+    ) -> Result<Vec<CallClaim>, StoreError>;
+
+    /// Extends to `until` the claims `holder` still holds on `ids` (a claim another
+    /// holder took over after it ran out is left alone); the count extended.
+    async fn renew_calls(
+        &self,
+        ids: &[JobId],
+        holder: &str,
+        now: EpochMillis,
+        until: EpochMillis,
+    ) -> Result<u64, StoreError>;
+
+    /// Drops the claims `holder` holds on `ids` (a claim another holder took over is left
+    /// alone).
+    async fn release_calls(&self, ids: &[JobId], holder: &str) -> Result<(), StoreError>;
 }

@@ -29,6 +29,11 @@
 //! | `{ns}:rollup_due`                 | set    | regions whose roll-up is due                             |
 //! | `{ns}:region_tickets:<region>`    | zset   | the region's tickets, score = `{ns}:ingest_seq` at ingest (latest highest), capped |
 //! | `{ns}:ingest_seq`                 | string | counter ordering the region indexes                     |
+//! | `{ns}:owed:<kind>`                | zset   | job ids whose stored summary owes its sink a delivery, score = when it is due (a claim moves it to the claim's end) |
+//! | `{ns}:call:<job id>`              | hash   | `holder`, `until`: the claim on the job's LLM call; expires with the claim |
+//!
+//! The summary hash also keeps `<kind>:delivered`, the latest version of that kind whose
+//! delivery (customer notice, work note) was completed; it lives and goes with the hash.
 //!
 //! A job id is `<sys_id>:<version>:<kind>`; tiers and kinds are their lower-case names;
 //! ranks are 1 (P1) to 5 (P5).
@@ -50,8 +55,8 @@ use redis::{ErrorKind, Script, ScriptInvocation, ServerErrorKind, Value};
 use tokio::sync::OnceCell;
 
 use super::{
-    AgingPolicy, DeadLetter, IngestOutcome, IngestRecord, Lease, LeasedGroup, QueueStats,
-    REGION_INDEX_CAP, Store, StoreError,
+    AgingPolicy, CallClaim, DeadLetter, IngestOutcome, IngestRecord, Lease, LeasedGroup, OwedStats,
+    QueueStats, REGION_INDEX_CAP, Store, StoreError,
 };
 use crate::clock::EpochMillis;
 use crate::event::CdcHeaders;
@@ -144,6 +149,42 @@ impl Scripts {
     }
 }
 
+/// The scripts of the delivery ledger (owed customer notices and work notes) and of the
+/// claims on LLM calls.
+struct LedgerScripts {
+    put_summary_owed: Script,
+    claim_owed: Script,
+    claim_due_owed: Script,
+    complete_owed: Script,
+    claim_calls: Script,
+    renew_calls: Script,
+    release_calls: Script,
+}
+
+static LEDGER_SCRIPTS: LazyLock<LedgerScripts> = LazyLock::new(|| LedgerScripts {
+    put_summary_owed: store_script!("put_summary_owed.lua"),
+    claim_owed: store_script!("claim_owed.lua"),
+    claim_due_owed: store_script!("claim_due_owed.lua"),
+    complete_owed: store_script!("complete_owed.lua"),
+    claim_calls: store_script!("claim_calls.lua"),
+    renew_calls: store_script!("renew_calls.lua"),
+    release_calls: store_script!("release_calls.lua"),
+});
+
+impl LedgerScripts {
+    fn all(&self) -> [&Script; 7] {
+        [
+            &self.put_summary_owed,
+            &self.claim_owed,
+            &self.claim_due_owed,
+            &self.complete_owed,
+            &self.claim_calls,
+            &self.renew_calls,
+            &self.release_calls,
+        ]
+    }
+}
+
 /// The Redis [`Store`]. Clone-free: share it behind an `Arc`.
 pub struct RedisStore {
     client: redis::Client,
@@ -225,7 +266,7 @@ impl RedisStore {
 
     async fn load_scripts(&self, connection: &mut ConnectionManager) -> Result<(), StoreError> {
         let mut pipe = redis::pipe();
-        for script in SCRIPTS.all() {
+        for script in SCRIPTS.all().into_iter().chain(LEDGER_SCRIPTS.all()) {
             pipe.load_script(script);
         }
         self.round_trips.fetch_add(1, Ordering::Relaxed);
@@ -427,6 +468,49 @@ type StreamEntry = (String, Vec<(String, String)>);
 /// Reads an `XRANGE` reply.
 fn stream_entries(reply: Value) -> Result<Vec<StreamEntry>, StoreError> {
     redis::from_redis_value(reply).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+/// Job ids as the ledger scripts return them.
+fn job_ids(reply: Vec<String>) -> Result<Vec<JobId>, StoreError> {
+    reply.iter().map(|id| parse_job_id(id)).collect()
+}
+
+/// `<sys_id>:<version>:<kind>`, as [`JobId`]'s `Display` writes it.
+fn parse_job_id(text: &str) -> Result<JobId, StoreError> {
+    let corrupt = || StoreError::Corrupt(format!("not a job id: {text:?}"));
+    let mut parts = text.splitn(3, ':');
+    let ticket = parts
+        .next()
+        .and_then(|t| t.parse().ok())
+        .ok_or_else(corrupt)?;
+    let version = parts
+        .next()
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(corrupt)?;
+    let kind = parts
+        .next()
+        .and_then(|k| k.parse().ok())
+        .ok_or_else(corrupt)?;
+    Ok(JobId {
+        ticket,
+        version,
+        kind,
+    })
+}
+
+/// One reply of `claim_calls.lua`.
+fn call_claim(reply: &str) -> Result<CallClaim, StoreError> {
+    match reply {
+        "claimed" => Ok(CallClaim::Claimed),
+        "done" => Ok(CallClaim::Done),
+        other => other
+            .strip_prefix("busy:")
+            .and_then(|until| until.parse().ok())
+            .map(|until| CallClaim::InFlight {
+                until: EpochMillis(until),
+            })
+            .ok_or_else(|| StoreError::Corrupt(format!("unexpected call claim {other:?}"))),
+    }
 }
 
 #[async_trait]
@@ -835,6 +919,170 @@ impl Store for RedisStore {
                     })
             })
             .collect()
+    }
+
+    async fn put_summary_owed(
+        &self,
+        summary: &Summary,
+        owes: bool,
+        now: EpochMillis,
+    ) -> Result<PutOutcome, StoreError> {
+        let id = JobId {
+            ticket: summary.ticket.clone(),
+            version: summary.version,
+            kind: summary.kind,
+        };
+        let mut invocation = LEDGER_SCRIPTS.put_summary_owed.prepare_invoke();
+        invocation
+            .key(self.key(&["summary", summary.ticket.as_str()]))
+            .arg(&self.prefix)
+            .arg(summary.ticket.as_str())
+            .arg(summary.kind.as_str())
+            .arg(summary.version)
+            .arg(summary_rank(summary))
+            .arg(to_json(summary)?)
+            .arg(if owes { "1" } else { "0" })
+            .arg(now.as_millis())
+            .arg(id.to_string());
+        let stored: u8 = self.run(&invocation).await?;
+        Ok(if stored == 1 {
+            PutOutcome::Stored
+        } else {
+            PutOutcome::Superseded
+        })
+    }
+
+    async fn claim_owed(
+        &self,
+        ids: &[JobId],
+        now: EpochMillis,
+        hold_until: EpochMillis,
+    ) -> Result<Vec<JobId>, StoreError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut invocation = LEDGER_SCRIPTS.claim_owed.prepare_invoke();
+        invocation
+            .arg(&self.prefix)
+            .arg(now.as_millis())
+            .arg(hold_until.as_millis());
+        for id in ids {
+            invocation.arg(id.kind.as_str()).arg(id.to_string());
+        }
+        job_ids(self.run(&invocation).await?)
+    }
+
+    async fn claim_due_owed(
+        &self,
+        kind: SummaryKind,
+        limit: usize,
+        now: EpochMillis,
+        hold_until: EpochMillis,
+    ) -> Result<Vec<JobId>, StoreError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let mut invocation = LEDGER_SCRIPTS.claim_due_owed.prepare_invoke();
+        invocation
+            .key(self.key(&["owed", kind.as_str()]))
+            .arg(&self.prefix)
+            .arg(now.as_millis())
+            .arg(hold_until.as_millis())
+            .arg(redis_count(limit));
+        job_ids(self.run(&invocation).await?)
+    }
+
+    async fn complete_owed(&self, ids: &[JobId]) -> Result<u64, StoreError> {
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let mut invocation = LEDGER_SCRIPTS.complete_owed.prepare_invoke();
+        invocation.arg(&self.prefix);
+        for id in ids {
+            invocation
+                .arg(id.kind.as_str())
+                .arg(id.to_string())
+                .arg(id.ticket.as_str())
+                .arg(id.version);
+        }
+        self.run(&invocation).await
+    }
+
+    async fn owed_stats(
+        &self,
+        kind: SummaryKind,
+        now: EpochMillis,
+    ) -> Result<OwedStats, StoreError> {
+        let key = self.key(&["owed", kind.as_str()]);
+        let mut pipe = redis::pipe();
+        pipe.zcount(&key, "-inf", now.as_millis()).zcard(&key);
+        let (due, all): (u64, u64) = self.run_pipeline(&pipe).await?;
+        Ok(OwedStats {
+            due,
+            claimed: all.saturating_sub(due),
+        })
+    }
+
+    async fn claim_calls(
+        &self,
+        ids: &[JobId],
+        holder: &str,
+        now: EpochMillis,
+        until: EpochMillis,
+    ) -> Result<Vec<CallClaim>, StoreError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut invocation = LEDGER_SCRIPTS.claim_calls.prepare_invoke();
+        invocation
+            .arg(&self.prefix)
+            .arg(holder)
+            .arg(now.as_millis())
+            .arg(until.as_millis());
+        for id in ids {
+            invocation
+                .arg(id.to_string())
+                .arg(id.ticket.as_str())
+                .arg(id.kind.as_str())
+                .arg(id.version);
+        }
+        let reply: Vec<String> = self.run(&invocation).await?;
+        reply.iter().map(|r| call_claim(r)).collect()
+    }
+
+    async fn renew_calls(
+        &self,
+        ids: &[JobId],
+        holder: &str,
+        now: EpochMillis,
+        until: EpochMillis,
+    ) -> Result<u64, StoreError> {
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let mut invocation = LEDGER_SCRIPTS.renew_calls.prepare_invoke();
+        invocation
+            .arg(&self.prefix)
+            .arg(holder)
+            .arg(now.as_millis())
+            .arg(until.as_millis());
+        for id in ids {
+            invocation.arg(id.to_string());
+        }
+        self.run(&invocation).await
+    }
+
+    async fn release_calls(&self, ids: &[JobId], holder: &str) -> Result<(), StoreError> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let mut invocation = LEDGER_SCRIPTS.release_calls.prepare_invoke();
+        invocation.arg(&self.prefix).arg(holder);
+        for id in ids {
+            invocation.arg(id.to_string());
+        }
+        self.run::<u64>(&invocation).await?;
+        Ok(())
     }
 }
 
