@@ -7,6 +7,7 @@ pub mod app;
 pub mod classifier_loader;
 pub mod cli;
 pub mod config;
+pub mod deliveries;
 pub mod error;
 pub mod fault_injection;
 pub mod functions;

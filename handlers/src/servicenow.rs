@@ -21,7 +21,7 @@ use serde_json::json;
 use stormgate_shared::clock::{Clock, EpochMillis};
 use stormgate_shared::fault_switches::{self, Mechanism};
 use stormgate_shared::llm::parse_retry_after;
-use stormgate_shared::summarize::WorkNote;
+use stormgate_shared::sinks::WorkNote;
 use stormgate_shared::ticket_id::TicketId;
 
 use crate::redis_connector::LazyConnection;
@@ -435,6 +435,29 @@ impl WorkNoteSink {
             }
         }
         Ok(report)
+    }
+
+    /// Queues fresh notes in the outbox without an attempt, due at once (or when
+    /// ServiceNow's Retry-After ends): for a caller that must not wait on ServiceNow for
+    /// many notes, such as the `dispatch` tick, whose bounded drain then sends them.
+    pub async fn enqueue(
+        &self,
+        notes: &[WorkNote],
+        clock: &dyn Clock,
+    ) -> Result<DeliveryReport, OutboxError> {
+        self.adopt_fleet_cooldown().await?;
+        let not_before = clock.now().max(self.client.cooldown_until());
+        for note in notes {
+            let pending = PendingNote {
+                note: note.clone(),
+                attempts: 0,
+            };
+            self.outbox.push(&pending, not_before).await?;
+        }
+        Ok(DeliveryReport {
+            queued: notes.len(),
+            ..DeliveryReport::default()
+        })
     }
 
     /// Retries due notes from the outbox, at most `limit` of them and for at most

@@ -147,6 +147,59 @@ fn dispatch_hands_off_to_one_storage_queue_per_tier() {
     }
 }
 
+/// The Kafka extension's own names (handlers/tests/platform/kafka_extension.json, read
+/// from its source): a value it does not know fails the binding when the host loads it.
+fn kafka_facts() -> Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/platform/kafka_extension.json");
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn is_extension_name(facts: &Value, field: &str, value: &Value) -> bool {
+    let value = value.as_str().unwrap_or_default();
+    facts[field]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|name| name.as_str().unwrap().eq_ignore_ascii_case(value))
+}
+
+/// Every function that settles jobs publishes their customer notices: `dispatch` (jobs
+/// spilled or shed to the extractive tier) and both tier functions, through a Kafka
+/// output to the notifications topic that the extension can load.
+#[test]
+fn every_function_that_settles_jobs_publishes_notices_to_the_notifications_topic() {
+    assert_eq!(
+        dispatch::NOTIFICATIONS_BINDING,
+        summarize::NOTIFICATIONS_BINDING
+    );
+    let facts = kafka_facts();
+    for function in ["dispatch", "summarize-premium", "summarize-standard"] {
+        let output = binding_named(function, summarize::NOTIFICATIONS_BINDING);
+        assert_eq!(output["type"], "kafka", "{function}");
+        assert_eq!(output["direction"], "out", "{function}");
+        assert_eq!(output["dataType"], "string", "{function}");
+        for (field, setting) in [
+            ("brokerList", "%KAFKA_BROKERS%"),
+            ("topic", "%KAFKA_NOTIFICATIONS_TOPIC%"),
+            ("username", "%KAFKA_USERNAME%"),
+            ("password", "%KAFKA_PASSWORD%"),
+        ] {
+            assert_eq!(output[field], setting, "{function} {field}");
+        }
+        for field in ["protocol", "authenticationMode"] {
+            assert!(
+                is_extension_name(&facts, field, &output[field]),
+                "{function}: {field} {} is not one of the extension's names {}",
+                output[field],
+                facts[field]
+            );
+        }
+    }
+    // The table itself: the names the extension really has, not ones it might accept.
+    assert!(is_extension_name(&facts, "protocol", &"saslssl".into()));
+    assert!(!is_extension_name(&facts, "protocol", &"sasl_ssl".into()));
+}
+
 #[test]
 fn rollup_runs_every_minute() {
     let timer = trigger_binding("rollup");
@@ -181,6 +234,26 @@ fn host_json_starts_the_handler_with_forwarding_and_the_v4_bundle() {
             .unwrap()
             >= 2,
         "poison handling needs retries"
+    );
+    // A failed tier invocation's message comes back after the visibility timeout; the
+    // claims on its calls must have run out by then, or the redelivery would leave
+    // them to a dead invocation until the leases expire.
+    let visibility = host["extensions"]["queues"]["visibilityTimeout"]
+        .as_str()
+        .unwrap();
+    let seconds: u64 = visibility
+        .split(':')
+        .try_fold(0u64, |total, part| {
+            part.parse::<u64>().map(|n| total * 60 + n)
+        })
+        .unwrap();
+    assert_eq!(
+        seconds, 15,
+        "tests/tests/fault_rig QUEUE_VISIBILITY_TIMEOUT"
+    );
+    assert!(
+        stormgate_shared::summarize::DEFAULT_CALL_CLAIM.as_secs() < seconds,
+        "a call claim outlives the queue's visibility timeout"
     );
 }
 

@@ -286,32 +286,63 @@ fn default_next_step(s: &TicketSnapshot, counts: &AlarmCounts) -> String {
 /// The customer notification: plain language, built from categories not ticket text, then
 /// scrubbed so no internal detail can survive even if a template changes.
 pub fn customer(s: &TicketSnapshot) -> Scrubbed {
-    let t = &s.ticket;
-    let counts = AlarmCounts::from_bounded(&s.alarm_log());
-    let service = service_words(t.category.as_deref(), t.subcategory.as_deref());
+    customer_outage(std::slice::from_ref(&s))
+}
+
+/// The customer notification for the tickets of one affected service and place (an
+/// outage's tickets, which a notice covers at once): the service and area of the first,
+/// the customers affected of all of them added up, the cause their alarms point to
+/// together, and resolved only when every one of them is. Scrubbed against every one of
+/// them. For one ticket it is exactly [`customer`].
+pub fn customer_outage(tickets: &[&TicketSnapshot]) -> Scrubbed {
+    let Some(first) = tickets.first() else {
+        return Scrubbed {
+            text: String::new(),
+            removed: 0,
+        };
+    };
+    let t = &first.ticket;
+    let mut counts = AlarmCounts::default();
+    for s in tickets {
+        let own = AlarmCounts::from_bounded(&s.alarm_log());
+        for (total, n) in counts.0.iter_mut().zip(own.0) {
+            *total = total.saturating_add(n);
+        }
+    }
+    let service = service_name(&t.category, &t.subcategory);
     let area = t
         .region
         .as_deref()
         .map(|r| format!(" in the {r} area"))
         .unwrap_or_default();
-    let mut text = if t.is_closed() {
+    let closed = tickets.iter().all(|s| s.ticket.is_closed());
+    let mut text = if closed {
         format!("The issue affecting {service}{area} has been resolved.")
     } else {
         format!("We are aware of an issue affecting {service}{area}.")
     };
-    if let Some(n) = t.customers_affected.filter(|n| *n > 1) {
-        let _ = write!(text, " Around {} customers are affected.", round_count(n));
+    let customers = tickets
+        .iter()
+        .filter_map(|s| s.ticket.customers_affected)
+        .fold(0u64, u64::saturating_add);
+    if customers > 1 {
+        let _ = write!(
+            text,
+            " Around {} customers are affected.",
+            round_count(customers)
+        );
     }
-    if !t.is_closed() {
+    if !closed {
         if let Some(cause) = plain_cause(&counts) {
             let _ = write!(text, " The cause is {cause}.");
         }
-        let action = match t.state {
-            TicketState::New => "Our engineers have been alerted and are investigating.",
-            TicketState::OnHold => {
-                "Our engineers are waiting on a third party to continue the repair."
-            }
-            _ => "Our engineers are working to restore service.",
+        let open = || tickets.iter().filter(|s| !s.ticket.is_closed());
+        let action = if open().all(|s| s.ticket.state == TicketState::New) {
+            "Our engineers have been alerted and are investigating."
+        } else if open().all(|s| s.ticket.state == TicketState::OnHold) {
+            "Our engineers are waiting on a third party to continue the repair."
+        } else {
+            "Our engineers are working to restore service."
         };
         let _ = write!(
             text,
@@ -321,7 +352,18 @@ pub fn customer(s: &TicketSnapshot) -> Scrubbed {
         text.push_str(" If you still have problems, please restart your equipment or contact us.");
     }
     text.push_str(" We apologise for the disruption.");
-    scrub(&text, &s.scrub_context())
+    let mut context = first.scrub_context();
+    for s in &tickets[1..] {
+        context.absorb(s.scrub_context());
+    }
+    scrub(&text, &context)
+}
+
+/// The service a ticket's category and subcategory say customers use, in their words
+/// (`internet service`, `phone service`, ...): what a customer notice names, and with
+/// the region what notices are grouped by.
+pub fn service_name(category: &Option<String>, subcategory: &Option<String>) -> &'static str {
+    service_words(category.as_deref(), subcategory.as_deref())
 }
 
 fn round_count(n: u64) -> String {
@@ -608,6 +650,46 @@ mod tests {
         for bad in ["Priya", "lon-pe-01", "10.", "INC0012345", "Core Network"] {
             assert!(!out.text.contains(bad), "{bad}: {}", out.text);
         }
+    }
+
+    #[test]
+    fn an_outage_notice_adds_up_its_tickets_and_leaks_nothing_of_any() {
+        let first = snapshot(storm_ticket());
+        let mut other = storm_ticket();
+        other["number"] = "INC0012346".into();
+        other["assigned_to"] = "Wendy Okoro".into();
+        other["cmdb_ci"] = "lon-pe-02".into();
+        other["u_customers_affected"] = "300".into();
+        let second = snapshot(other);
+        let out = customer_outage(&[&first, &second]);
+        assert!(out.text.contains("Around 1,500 customers"), "{}", out.text);
+        assert!(
+            out.text
+                .starts_with("We are aware of an issue affecting internet service")
+        );
+        for s in [&first, &second] {
+            assert!(
+                find_leaks(&out.text, &s.scrub_context()).is_empty(),
+                "{}",
+                out.text
+            );
+        }
+        assert_eq!(customer_outage(&[&first]), customer(&first));
+
+        // Resolved only when every ticket is.
+        let mut closed = storm_ticket();
+        closed["state"] = "6".into();
+        let closed = snapshot(closed);
+        assert!(
+            !customer_outage(&[&closed, &second])
+                .text
+                .contains("resolved")
+        );
+        assert!(
+            customer_outage(&[&closed, &closed])
+                .text
+                .contains("has been resolved")
+        );
     }
 
     #[test]

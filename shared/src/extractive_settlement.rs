@@ -6,13 +6,17 @@
 //! storm lab) can close them here: a job never leaves the queue without a summary. The
 //! summary is the same text the instant summary and the tier worker's fallback use; being
 //! degraded it replaces the instant one ([`crate::summary::standing`]), so readers can tell that
-//! no LLM summary is coming for this version.
+//! no LLM summary is coming for this version. Storing it records what it owes the
+//! notifications topic and ServiceNow ([`crate::sinks`]), exactly as the tier worker's
+//! does: the caller delivers it with the jobs it settled.
 
 use serde::{Deserialize, Serialize};
 
 use crate::clock::Clock;
 use crate::extractive;
+use crate::fault_switches::{self, Mechanism};
 use crate::job::{SummaryKind, Tier};
+use crate::sinks::Sinks;
 use crate::snapshot::TicketSnapshot;
 use crate::store::{Lease, Store, StoreError};
 use crate::summary::{EXTRACTIVE_MODEL, PutOutcome, Summary};
@@ -35,12 +39,14 @@ pub enum Settlement {
     LeaseLost,
 }
 
-/// Stores the extractive summary of a spilled job and acknowledges it. A store failure
-/// leaves the lease unacknowledged: it expires and the job is dispatched again.
+/// Stores the extractive summary of a spilled job, with the delivery it owes to `sinks`,
+/// and acknowledges it. A store failure leaves the lease unacknowledged: it expires and
+/// the job is dispatched again.
 pub async fn settle_extractive(
     store: &dyn Store,
     clock: &dyn Clock,
     lease: &Lease,
+    sinks: Sinks,
 ) -> Result<Settlement, StoreError> {
     let job = &lease.job;
     let settlement = match store.ticket_snapshot(&job.id.ticket).await? {
@@ -48,7 +54,9 @@ pub async fn settle_extractive(
         Some((_, snapshot)) => match serde_json::from_value::<TicketSnapshot>(snapshot) {
             Ok(snapshot) => {
                 let summary = degraded_summary(lease, &snapshot, clock);
-                let put = store.put_summary(&summary).await?;
+                let owes =
+                    sinks.owes(summary.kind) && !fault_switches::is_off(Mechanism::DeliveryLedger);
+                let put = store.put_summary_owed(&summary, owes, clock.now()).await?;
                 if put == PutOutcome::Superseded {
                     tracing::debug!(job = %job.id, "a better summary was already stored");
                 }
@@ -130,7 +138,9 @@ mod tests {
         let leases = leased(&store, &[SummaryKind::Technician, SummaryKind::Customer]).await;
         assert_eq!(leases.len(), 2);
         for lease in &leases {
-            let settled = settle_extractive(&store, &clock, lease).await.unwrap();
+            let settled = settle_extractive(&store, &clock, lease, Sinks::NONE)
+                .await
+                .unwrap();
             assert_eq!(settled, Settlement::Summarized);
             let stored = store
                 .summary(&lease.job.id.ticket, lease.job.id.kind)
@@ -155,9 +165,13 @@ mod tests {
         let store = MemoryStore::new();
         let clock = ManualClock::starting_at(T0);
         let leases = leased(&store, &[SummaryKind::Customer]).await;
-        settle_extractive(&store, &clock, &leases[0]).await.unwrap();
+        settle_extractive(&store, &clock, &leases[0], Sinks::NONE)
+            .await
+            .unwrap();
         clock.advance(Duration::from_secs(1));
-        let again = settle_extractive(&store, &clock, &leases[0]).await.unwrap();
+        let again = settle_extractive(&store, &clock, &leases[0], Sinks::NONE)
+            .await
+            .unwrap();
         assert_eq!(again, Settlement::LeaseLost);
         let stored = store
             .summary(&leases[0].job.id.ticket, SummaryKind::Customer)

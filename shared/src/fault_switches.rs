@@ -29,10 +29,14 @@ pub enum Mechanism {
     ExtractiveFallback,
     /// A work note ServiceNow did not take waits in the Redis outbox.
     WorkNoteOutbox,
+    /// A stored summary owes its customer notice or work note, whichever path stored it.
+    DeliveryLedger,
+    /// A job's LLM call is claimed: a second delivery of its hand-off makes no call.
+    CallClaims,
 }
 
 impl Mechanism {
-    pub const ALL: [Mechanism; 8] = [
+    pub const ALL: [Mechanism; 10] = [
         Mechanism::LeaseReclaim,
         Mechanism::IngestDedup,
         Mechanism::ClassifyFailure,
@@ -41,6 +45,8 @@ impl Mechanism {
         Mechanism::FleetCooldown,
         Mechanism::ExtractiveFallback,
         Mechanism::WorkNoteOutbox,
+        Mechanism::DeliveryLedger,
+        Mechanism::CallClaims,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -53,6 +59,8 @@ impl Mechanism {
             Mechanism::FleetCooldown => "fleet_cooldown",
             Mechanism::ExtractiveFallback => "extractive_fallback",
             Mechanism::WorkNoteOutbox => "work_note_outbox",
+            Mechanism::DeliveryLedger => "delivery_ledger",
+            Mechanism::CallClaims => "call_claims",
         }
     }
 
@@ -70,7 +78,7 @@ impl fmt::Display for Mechanism {
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "no such mechanism: {0:?} (known: lease_reclaim, ingest_dedup, classify_failure, retry_jitter, retry_bound, fleet_cooldown, extractive_fallback, work_note_outbox)"
+    "no such mechanism: {0:?} (known: lease_reclaim, ingest_dedup, classify_failure, retry_jitter, retry_bound, fleet_cooldown, extractive_fallback, work_note_outbox, delivery_ledger, call_claims)"
 )]
 pub struct UnknownMechanism(pub String);
 

@@ -4,7 +4,8 @@
 //! ([`classifier`]) and given an instant extractive summary ([`extractive`]) by
 //! [`ingest`]; LLM work waits in per-tier priority queues ([`store`]); [`dispatcher`]
 //! admits it through the token [`governor`]; [`summarize`] turns admitted jobs into
-//! stored summaries with exactly one [`retry`] layer, falling back to extraction.
+//! stored summaries with exactly one [`retry`] layer, falling back to extraction;
+//! [`sinks`] takes what a settled job owes to the notifications topic and ServiceNow.
 //!
 //! This crate knows neither HTTP nor the Azure Functions payload format, never reads
 //! the environment, and never reads the system clock: time comes from a [`clock::Clock`].
@@ -36,6 +37,7 @@ pub mod rollup;
 pub mod sample_events;
 pub mod scrubber;
 pub mod severity;
+pub mod sinks;
 pub mod snapshot;
 pub mod store;
 pub mod summarize;

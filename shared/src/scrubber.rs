@@ -90,6 +90,22 @@ impl ScrubContext {
         ScrubContext::new(people, internal_terms, &texts)
     }
 
+    /// Adds everything `other` names, so that a text speaking for several tickets is
+    /// scrubbed against all of them.
+    pub fn absorb(&mut self, other: ScrubContext) {
+        for person in other.people {
+            if !self.people.contains(&person) {
+                self.people.push(person);
+            }
+        }
+        for term in other.internal_terms {
+            if !self.internal_terms.contains(&term) {
+                self.internal_terms.push(term);
+            }
+        }
+        self.internal_runs.extend(other.internal_runs);
+    }
+
     /// Adds internal text (e.g. bounded log lines) to the copied-run check.
     pub fn add_internal_text(&mut self, text: &str) {
         for run in words(text).windows(COPIED_WORDS) {

@@ -7,7 +7,17 @@
 //! against every person and host the group's tickets name. When the call cannot be had
 //! (attempts exhausted, deadline, deployment down, content filter), the extractive
 //! summary stands, marked degraded. Leases are acknowledged only after the summary is
-//! stored, so a job never leaves the system without one.
+//! stored, so a job never leaves the system without one; storing it records what it owes
+//! the notifications topic and ServiceNow ([`crate::sinks`]), for the caller to deliver.
+//!
+//! A hand-off can be delivered twice (a redelivery after a worker died or lost its hold
+//! on the message). Before its call, the worker claims each job's call in the store
+//! ([`Store::claim_calls`]): a job whose call another worker is making is left to that
+//! worker (its lease untouched), a job whose final summary is stored already is only
+//! acknowledged, and when no job is left the call is not made and its reservation is
+//! refunded. So a job's call is paid for once however often its message arrives. A
+//! claim runs for [`SummarizeSettings::call_claim`]: the caller renews it while the
+//! worker runs ([`Store::renew_calls`]), so that only a worker that died loses it.
 //!
 //! With a [`RelatedContext`] configured, the technician prompt also carries a bounded
 //! excerpt of similar past incidents. Its tokens are counted: a call dispatch admitted
@@ -38,14 +48,19 @@ use crate::retry::{
     CallRecord, GiveUp, Readmission, RetryEnv, RetryGate, RetryPolicy, complete_with_retry,
 };
 use crate::scrubber::{ScrubContext, scrub};
+use crate::sinks::Sinks;
 use crate::snapshot::TicketSnapshot;
-use crate::store::{Lease, LeasedGroup, Store, StoreError};
+use crate::store::{CallClaim, Lease, LeasedGroup, Store, StoreError};
 use crate::summary::{EXTRACTIVE_MODEL, PutOutcome, Summary};
-use crate::ticket_id::TicketId;
 use crate::tokens::Tokens;
 
 /// Technician summaries are five sentences at most.
 pub const TECHNICIAN_SENTENCES: usize = 5;
+
+/// A claim on a job's call lasts this long unless renewed. Shorter than the queue's
+/// visibility timeout after a failed invocation (host.json: 15 s), so that the message's
+/// redelivery finds a dead worker's claims run out.
+pub const DEFAULT_CALL_CLAIM: Duration = Duration::from_secs(10);
 
 /// The deployment a tier worker serves.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -66,6 +81,9 @@ pub struct SummarizeSettings {
     /// Stop retrying this long before the first lease expires, so the summary is
     /// stored and acknowledged while the lease is still ours.
     pub lease_margin: Duration,
+    /// How long a claim on a job's call lasts unless renewed: how soon another delivery
+    /// of the hand-off may make the call after the worker holding it died.
+    pub call_claim: Duration,
 }
 
 impl Default for SummarizeSettings {
@@ -74,6 +92,7 @@ impl Default for SummarizeSettings {
             retry: RetryPolicy::default(),
             prompt_chars: 12_000,
             lease_margin: Duration::from_secs(5),
+            call_claim: DEFAULT_CALL_CLAIM,
         }
     }
 }
@@ -91,6 +110,10 @@ pub struct TierWorker<'a> {
     pub rng: Mutex<SmallRng>,
     /// Similar past incidents for technician prompts; `None` when not configured.
     pub related: Option<&'a dyn RelatedContext>,
+    /// What a stored summary owes beyond the store.
+    pub sinks: Sinks,
+    /// Names this worker in its claims on calls: distinct per invocation.
+    pub holder: String,
 }
 
 /// The characters of a short description a related-context search is asked with.
@@ -115,25 +138,6 @@ pub enum SummarySource {
     },
 }
 
-/// A technician summary to write back to ServiceNow as a work note.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct WorkNote {
-    pub ticket: TicketId,
-    pub number: String,
-    pub text: String,
-}
-
-/// A customer notice for the notifications topic.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CustomerNotice {
-    pub ticket: TicketId,
-    pub number: String,
-    pub version: u64,
-    pub region: Option<String>,
-    pub text: String,
-    pub degraded: bool,
-}
-
 /// What one group's step did.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct SummarizeOutcome {
@@ -150,8 +154,12 @@ pub struct SummarizeOutcome {
     /// Jobs whose snapshot is missing or unreadable: acknowledged (their instant
     /// summary stands) and logged, rather than retried for ever.
     pub unreadable: usize,
-    pub work_notes: Vec<WorkNote>,
-    pub notices: Vec<CustomerNotice>,
+    /// Jobs whose final summary was stored already (an earlier delivery of the hand-off
+    /// settled them): acknowledged without a call.
+    pub already_settled: usize,
+    /// Jobs whose call another worker is making (the same hand-off delivered to it
+    /// too): left to it, leases untouched.
+    pub in_flight_elsewhere: usize,
 }
 
 /// One job of the group with the ticket it summarizes.
@@ -217,10 +225,63 @@ impl TierWorker<'_> {
         }
         let mut reservation = reservation;
         for (kind, items) in by_kind {
-            self.summarize_kind(kind, &items, reservation.take(), max_output, &mut outcome)
+            let reservation = reservation.take();
+            let items = self.claim_calls(items, &mut outcome).await?;
+            if items.is_empty() {
+                if let Some(unused) = reservation {
+                    // No call: what dispatch reserved for it goes back to the budget.
+                    self.gate
+                        .settle(
+                            &unused,
+                            Tokens::ZERO,
+                            RateLimitView::default(),
+                            self.clock.now(),
+                        )
+                        .await;
+                }
+                continue;
+            }
+            self.summarize_kind(kind, &items, reservation, max_output, &mut outcome)
                 .await?;
+            let ids: Vec<JobId> = items.iter().map(|i| i.lease.job.id.clone()).collect();
+            self.store.release_calls(&ids, &self.holder).await?;
         }
         Ok(outcome)
+    }
+
+    /// The items whose call this worker now holds; the others are settled already
+    /// (acknowledged here) or in another worker's hands (left alone).
+    async fn claim_calls<'g>(
+        &self,
+        items: Vec<Item<'g>>,
+        outcome: &mut SummarizeOutcome,
+    ) -> Result<Vec<Item<'g>>, StoreError> {
+        if fault_switches::is_off(Mechanism::CallClaims) {
+            // The design being proven against: every delivery makes its own call.
+            return Ok(items);
+        }
+        let ids: Vec<JobId> = items.iter().map(|i| i.lease.job.id.clone()).collect();
+        let now = self.clock.now();
+        let until = now.plus(self.settings.call_claim);
+        let claims = self
+            .store
+            .claim_calls(&ids, &self.holder, now, until)
+            .await?;
+        let mut ours = Vec::with_capacity(items.len());
+        for (item, claim) in items.into_iter().zip(claims) {
+            match claim {
+                CallClaim::Claimed => ours.push(item),
+                CallClaim::Done => {
+                    outcome.already_settled += 1;
+                    self.ack(item.lease, outcome).await?;
+                }
+                CallClaim::InFlight { until } => {
+                    tracing::info!(job = %item.lease.job.id, until = until.as_millis(), "another worker is making this call; left to it");
+                    outcome.in_flight_elsewhere += 1;
+                }
+            }
+        }
+        Ok(ours)
     }
 
     /// The ticket version a job summarizes.
@@ -471,24 +532,14 @@ impl TierWorker<'_> {
         source: SummarySource,
         outcome: &mut SummarizeOutcome,
     ) -> Result<(), StoreError> {
-        let put = self.store.put_summary(&summary).await?;
-        if put == PutOutcome::Stored {
-            match summary.kind {
-                SummaryKind::Technician => outcome.work_notes.push(WorkNote {
-                    ticket: summary.ticket.clone(),
-                    number: summary.number.clone(),
-                    text: summary.text.clone(),
-                }),
-                SummaryKind::Customer => outcome.notices.push(CustomerNotice {
-                    ticket: summary.ticket.clone(),
-                    number: summary.number.clone(),
-                    version: summary.version,
-                    region: item.snapshot.ticket.region.clone(),
-                    text: summary.text.clone(),
-                    degraded: summary.degraded,
-                }),
-                SummaryKind::Rollup => {}
-            }
+        let owes =
+            self.sinks.owes(summary.kind) && !fault_switches::is_off(Mechanism::DeliveryLedger);
+        let put = self
+            .store
+            .put_summary_owed(&summary, owes, self.clock.now())
+            .await?;
+        if put == PutOutcome::Superseded {
+            tracing::debug!(job = %item.lease.job.id, "a better summary was already stored");
         }
         outcome
             .summaries
@@ -589,8 +640,10 @@ pub(crate) mod tests {
     use crate::ingest::{IngestContext, IngestPolicy, prepare};
     use crate::llm::{Completion, LlmError, RateLimitView, Usage};
     use crate::scrubber::find_leaks;
+    use crate::sinks::{Owed, claim_notices};
     use crate::store::memory::MemoryStore;
-    use crate::store::{AgingPolicy, IngestRecord};
+    use crate::store::{AgingPolicy, IngestRecord, OwedStats};
+    use crate::ticket_id::TicketId;
 
     #[derive(Debug)]
     pub(crate) struct ScriptedClient {
@@ -732,6 +785,11 @@ pub(crate) mod tests {
                 settings: SummarizeSettings::default(),
                 rng: Mutex::new(SmallRng::seed_from_u64(11)),
                 related: None,
+                sinks: Sinks {
+                    notices: true,
+                    work_notes: true,
+                },
+                holder: "worker-a".into(),
             }
         }
 
@@ -800,7 +858,14 @@ pub(crate) mod tests {
             );
             assert!(!stored.text.contains("Extra sentence"));
         }
-        assert_eq!(outcome.work_notes.len(), 2);
+        assert_eq!(
+            rig.store
+                .owed_stats(SummaryKind::Technician, rig.clock.now())
+                .await
+                .unwrap(),
+            OwedStats { due: 2, claimed: 0 },
+            "each stored summary owes its work note"
+        );
         assert!(!rig.store.job_exists(&group[0].job.id).await.unwrap());
     }
 
@@ -883,7 +948,15 @@ pub(crate) mod tests {
             .summarize_group(&group, None)
             .await
             .unwrap();
-        let notice = &outcome.notices[0];
+        assert_eq!(outcome.acked, 1);
+        let notices = claim_notices(
+            &rig.store,
+            Owed::jobs(&[group[0].job.id.clone()]),
+            rig.clock.now(),
+        )
+        .await
+        .unwrap();
+        let notice = &notices.items[0];
         for leak in ["Jane", "Roe", "ams-agg-05", "10.0.0.5", "555", "noc@"] {
             assert!(
                 !notice.text.contains(leak),
@@ -978,5 +1051,140 @@ pub(crate) mod tests {
         let seen = llm.seen.lock().unwrap();
         assert_eq!(seen.len(), 1);
         assert_eq!(seen[0].max_tokens, 120);
+    }
+
+    /// The hand-off dispatch would send for `leases`, with its reservation admitted.
+    async fn handoff(rig: &Rig, leases: LeasedGroup) -> AdmittedGroup {
+        let crate::retry::Readmission::Admitted(reservation) = crate::retry::RetryGate::readmit(
+            &rig.governor,
+            "premium",
+            Tokens(2_000),
+            rig.clock.now(),
+        )
+        .await
+        else {
+            panic!("an idle deployment admits");
+        };
+        AdmittedGroup {
+            tier: Tier::Premium,
+            kind: SummaryKind::Technician,
+            leases,
+            reservation,
+            max_output_tokens: Tokens(200),
+        }
+    }
+
+    async fn remaining_tokens(rig: &Rig) -> u64 {
+        rig.governor.gauges(rig.clock.now()).await.unwrap()[0].remaining_tokens
+    }
+
+    #[tokio::test]
+    async fn a_second_delivery_of_a_settled_handoff_makes_no_call() {
+        let rig = Rig::new(vec![
+            record(&event(9, 1, "1", "2"), &[SummaryKind::Technician]),
+            record(&event(10, 1, "1", "2"), &[SummaryKind::Technician]),
+        ])
+        .await;
+        let leases = rig.lease().await;
+        let first = handoff(&rig, leases.clone()).await;
+        let llm = client(vec![answer("Fibre cut at sites 9 and 10.")]);
+        let settled = rig.worker(&llm).summarize_admitted(&first).await.unwrap();
+        assert_eq!((settled.acked, settled.calls.len()), (2, 1));
+
+        // The message again, on another worker: the summaries are there, nothing is paid.
+        let before = remaining_tokens(&rig).await;
+        let again = handoff(&rig, leases).await;
+        let mut other = rig.worker(&llm);
+        other.holder = "worker-b".into();
+        let outcome = other.summarize_admitted(&again).await.unwrap();
+        assert_eq!(llm.seen.lock().unwrap().len(), 1, "no second call");
+        assert_eq!(outcome.already_settled, 2);
+        assert_eq!(
+            outcome.lost_leases, 2,
+            "the first delivery acknowledged them"
+        );
+        assert!(outcome.calls.is_empty());
+        assert_eq!(
+            remaining_tokens(&rig).await,
+            before,
+            "the second reservation went back to the budget"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_job_whose_call_another_worker_is_making_is_left_to_it() {
+        let rig = Rig::new(vec![
+            record(&event(11, 1, "1", "2"), &[SummaryKind::Technician]),
+            record(&event(12, 1, "1", "2"), &[SummaryKind::Technician]),
+        ])
+        .await;
+        let leases = rig.lease().await;
+        let now = rig.clock.now();
+        // Another delivery of the message holds the call of the first job.
+        let busy = rig
+            .store
+            .claim_calls(
+                &[leases[0].job.id.clone()],
+                "worker-b",
+                now,
+                now.plus(Duration::from_secs(10)),
+            )
+            .await
+            .unwrap();
+        assert_eq!(busy, vec![CallClaim::Claimed]);
+        let group = handoff(&rig, leases.clone()).await;
+        let llm = client(vec![answer("Fibre cut at site 12.")]);
+        let outcome = rig.worker(&llm).summarize_admitted(&group).await.unwrap();
+        let seen = llm.seen.lock().unwrap().clone();
+        assert_eq!(seen.len(), 1);
+        assert!(
+            !seen[0].messages[1].content.contains("INC0010011"),
+            "only the free job is called for"
+        );
+        assert_eq!((outcome.in_flight_elsewhere, outcome.acked), (1, 1));
+        assert!(
+            rig.store.job_exists(&leases[0].job.id).await.unwrap(),
+            "its lease is left to the other worker"
+        );
+        assert!(!rig.store.job_exists(&leases[1].job.id).await.unwrap());
+        // This worker let go of its own claim; the other's still runs.
+        let later = now.plus(Duration::from_secs(1));
+        let claims = rig
+            .store
+            .claim_calls(
+                &[leases[0].job.id.clone()],
+                "worker-c",
+                later,
+                later.plus(Duration::from_secs(10)),
+            )
+            .await
+            .unwrap();
+        assert!(
+            matches!(claims[0], CallClaim::InFlight { .. }),
+            "{claims:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn when_every_job_is_in_flight_elsewhere_the_reservation_goes_back() {
+        let rig = Rig::new(vec![record(
+            &event(13, 1, "1", "2"),
+            &[SummaryKind::Technician],
+        )])
+        .await;
+        let leases = rig.lease().await;
+        let now = rig.clock.now();
+        let ids: Vec<JobId> = leases.iter().map(|l| l.job.id.clone()).collect();
+        rig.store
+            .claim_calls(&ids, "worker-b", now, now.plus(Duration::from_secs(10)))
+            .await
+            .unwrap();
+        let before = remaining_tokens(&rig).await;
+        let group = handoff(&rig, leases).await;
+        let llm = client(vec![]);
+        let outcome = rig.worker(&llm).summarize_admitted(&group).await.unwrap();
+        assert!(llm.seen.lock().unwrap().is_empty());
+        assert_eq!((outcome.in_flight_elsewhere, outcome.acked), (1, 0));
+        assert_eq!(remaining_tokens(&rig).await, before);
     }
 }

@@ -5,7 +5,8 @@
 //! answered 2xx (a failed invocation's outputs are discarded), a delivery that fails
 //! (non-2xx, or the instance died) leaves the message for redelivery, and after
 //! `maxDequeueCount` (host.json: 5) failures it goes to the poison queue. Customer
-//! notices the tier functions emit are kept as the notifications topic.
+//! notices that `dispatch` and the tier functions emit through their Kafka output
+//! binding, in answers that succeeded, are kept as the notifications topic.
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
 use std::collections::{BTreeMap, VecDeque};
@@ -50,7 +51,7 @@ pub struct FunctionsHost {
     queues: BTreeMap<&'static str, VecDeque<QueuedMessage>>,
     /// Messages that failed `MAX_DEQUEUE_COUNT` times, per queue.
     pub poison: Vec<(&'static str, Value)>,
-    /// Every customer notice published to the notifications topic.
+    /// Every customer notice published to the notifications topic, by any function.
     pub notices: Vec<Value>,
     /// Every tier-function answer that succeeded (its `ReturnValue`).
     pub summarized: Vec<Value>,
@@ -87,13 +88,43 @@ impl FunctionsHost {
             .await
     }
 
-    /// One `dispatch` timer tick; its queue messages are enqueued only if it succeeded.
+    /// One `dispatch` timer tick; its queue messages are enqueued and its customer
+    /// notices published only if it succeeded.
     pub async fn dispatch(&mut self, base: &str) -> Answer {
         let answer = self.invoke(base, "dispatch", &timer_invocation()).await;
         if answer.is_success() {
             self.enqueue_outputs(&answer);
+            self.publish_notices(&answer);
         }
         answer
+    }
+
+    /// The customer notices of an answer that succeeded, added to the topic (for an
+    /// invocation whose answer the test obtained itself).
+    pub fn publish_notices(&mut self, answer: &Answer) {
+        match &answer.body["Outputs"][NOTIFICATIONS_BINDING] {
+            Value::Array(notices) => self.notices.extend(notices.iter().cloned()),
+            Value::Null => {}
+            other => panic!("{NOTIFICATIONS_BINDING} is not an array of messages: {other}"),
+        }
+    }
+
+    /// Delivers one message of `tier`'s queue to the instance at `base`, as the host
+    /// does when that instance dequeues it, and answers what the instance answered. The
+    /// message is not queued again whatever happens: a test that delivers the same
+    /// message to two instances plays a redelivery itself. A success's notices are
+    /// published only when the test hands the answer to [`FunctionsHost::record`].
+    pub async fn deliver_message(&self, base: &str, tier: Tier, message: &QueuedMessage) -> Answer {
+        let function = format!("summarize-{tier}");
+        post(&self.http, base, &function, &queue_invocation(message)).await
+    }
+
+    /// Records a tier function's answer as the host would: a success publishes its
+    /// notices and keeps its `ReturnValue`.
+    pub fn record(&mut self, answer: &Answer) {
+        if answer.is_success() {
+            self.record_summarized(answer);
+        }
     }
 
     /// The queue messages a `dispatch` answer carries, added to their queues (for a
@@ -167,9 +198,7 @@ impl FunctionsHost {
     }
 
     fn record_summarized(&mut self, answer: &Answer) {
-        if let Value::Array(notices) = &answer.body["Outputs"][NOTIFICATIONS_BINDING] {
-            self.notices.extend(notices.iter().cloned());
-        }
+        self.publish_notices(answer);
         self.summarized.push(answer.body["ReturnValue"].clone());
     }
 

@@ -94,9 +94,12 @@ async fn a_handler_killed_mid_dispatch_and_mid_summarize_loses_no_job_and_repeat
         "the queue keeps every message whose invocation failed"
     );
 
-    // The host starts the handler again and redelivers; the orphaned group has no
-    // message anywhere: only its lease running out brings it back.
+    // The host starts the handler again and redelivers, no sooner than the queue's
+    // visibility timeout after the failure: by then the dead invocations' claims on
+    // their calls have run out, so the redelivery makes the calls. The orphaned group
+    // has no message anywhere: only its lease running out brings it back.
     rig.handler.restart().await;
+    rig.advance_clock(fault_rig::QUEUE_VISIBILITY_TIMEOUT);
     let url = rig.handler_url();
     rig.host.deliver(&url).await;
     assert_eq!(leased(&rig, Tier::Premium).await, orphaned);

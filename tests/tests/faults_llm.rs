@@ -12,10 +12,10 @@
 
 mod fault_rig;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use fault_rig::{ExpectedJob, PREMIUM, Rig, RigOptions, STANDARD, request_kind};
+use fault_rig::{PREMIUM, Rig, RigOptions, STANDARD, request_kind};
 use serde_json::Value;
 use stormgate_e2e::recording_proxy::Exchange;
 use stormgate_e2e::tickets::event;
@@ -107,28 +107,6 @@ impl RetrySpread {
     }
 }
 
-/// Each customer job's latest version got exactly one notice on the topic.
-fn assert_every_customer_notified(rig: &Rig, expected: &BTreeSet<ExpectedJob>) {
-    let notified: BTreeSet<(String, u64)> = rig
-        .host
-        .notices
-        .iter()
-        .map(|n| {
-            (
-                n["ticket"].as_str().unwrap().to_owned(),
-                n["version"].as_u64().unwrap(),
-            )
-        })
-        .collect();
-    let missing: Vec<_> = expected
-        .iter()
-        .filter(|j| j.kind == SummaryKind::Customer)
-        .filter(|j| !notified.contains(&(j.ticket.as_str().to_owned(), j.version)))
-        .map(|j| j.number.clone())
-        .collect();
-    assert!(missing.is_empty(), "no customer notice for {missing:?}");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_throttling_storm_keeps_the_call_bound_spreads_retries_and_delivers_fallbacks() {
     let mut rig = Rig::start(RigOptions {
@@ -151,7 +129,7 @@ async fn a_throttling_storm_keeps_the_call_bound_spreads_retries_and_delivers_fa
     assert_within_the_call_bound(&calls);
     RetrySpread::measure(&calls).assert_no_waves();
     rig.assert_every_job_settled(&expected).await;
-    assert_every_customer_notified(&rig, &expected);
+    rig.assert_every_customer_notified(&expected);
     rig.assert_nothing_duplicated(1);
 }
 
@@ -184,7 +162,7 @@ async fn a_5xx_burst_is_retried_within_the_bound_without_waves_and_summaries_fol
     assert_within_the_call_bound(&calls);
     RetrySpread::measure(&calls).assert_no_waves();
     rig.assert_every_job_settled(&expected).await;
-    assert_every_customer_notified(&rig, &expected);
+    rig.assert_every_customer_notified(&expected);
     rig.assert_nothing_duplicated(1);
     let llm = fault_rig::llm_answers_per_job(&rig.llm.exchanges()).len();
     assert!(
@@ -215,7 +193,7 @@ async fn timeouts_are_retried_within_the_bound_without_waves_and_fall_back() {
     assert_within_the_call_bound(&calls);
     RetrySpread::measure(&calls).assert_no_waves();
     rig.assert_every_job_settled(&expected).await;
-    assert_every_customer_notified(&rig, &expected);
+    rig.assert_every_customer_notified(&expected);
     for job in &expected {
         let summary = rig
             .store
@@ -269,7 +247,7 @@ async fn a_daily_quota_is_not_waited_out_the_fleet_stops_calling_and_work_spills
         "premium was called again after it answered Retry-After 86400"
     );
     rig.assert_every_job_settled(&expected).await;
-    assert_every_customer_notified(&rig, &expected);
+    rig.assert_every_customer_notified(&expected);
     rig.assert_nothing_duplicated(1);
     for job in expected.iter().filter(|j| j.number.as_str() > "INC0010008") {
         let summary = rig

@@ -12,7 +12,7 @@ use stormgate_handlers::servicenow::{
     DeliveryReport, ServiceNowClient, ServiceNowConfig, WorkNoteOutbox, WorkNoteSink,
 };
 use stormgate_shared::clock::{Clock, EpochMillis, ManualClock};
-use stormgate_shared::summarize::WorkNote;
+use stormgate_shared::sinks::WorkNote;
 use stormgate_shared::testing::redis_server::RedisServer;
 use stormgate_shared::ticket_id::TicketId;
 

@@ -16,12 +16,14 @@ use stormgate_handlers::openai::{AzureOpenAiClient, OpenAiAuth, OpenAiConfig};
 use stormgate_handlers::simulator_http::{SimulatorHandle, spawn_simulator};
 use stormgate_shared::clock::{Clock, EpochMillis, ManualClock};
 use stormgate_shared::governor::{DeploymentBudget, Governor, GovernorPolicy, RedisLedger};
+use stormgate_shared::job::JobId;
 use stormgate_shared::job::{SummaryKind, Tier};
 use stormgate_shared::lab::simulator::{
     DeploymentConfig, Faults, HeaderVariant, Latency, SimulatorConfig,
 };
 use stormgate_shared::retry::{CallRecord, GiveUp, RetryPolicy};
 use stormgate_shared::scrubber::{ScrubContext, find_leaks};
+use stormgate_shared::sinks::{CustomerNotice, Owed, Sinks, claim_notices};
 use stormgate_shared::store::redis::RedisStore;
 use stormgate_shared::store::{AgingPolicy, Store};
 use stormgate_shared::summarize::{
@@ -40,6 +42,7 @@ struct Lab {
     simulator: SimulatorHandle,
     client: AzureOpenAiClient,
     clock: ManualClock,
+    notices: Mutex<Vec<CustomerNotice>>,
 }
 
 impl Lab {
@@ -82,6 +85,7 @@ impl Lab {
             simulator,
             client,
             clock,
+            notices: Mutex::default(),
         }
     }
 
@@ -122,6 +126,11 @@ impl Lab {
             },
             rng: Mutex::new(SmallRng::seed_from_u64(seed)),
             related: None,
+            sinks: Sinks {
+                notices: true,
+                work_notes: false,
+            },
+            holder: format!("e2e-{seed}"),
         }
     }
 
@@ -146,8 +155,20 @@ impl Lab {
                 return outcomes;
             }
             let outcome = worker.summarize_group(&group, None).await.unwrap();
+            // What the tier function publishes for the group: its customer notices.
+            let ids: Vec<JobId> = group.iter().map(|l| l.job.id.clone()).collect();
+            let notices = claim_notices(&self.store, Owed::jobs(&ids), self.clock.now())
+                .await
+                .unwrap();
+            notices.complete(&self.store).await.unwrap();
+            self.notices.lock().unwrap().extend(notices.items);
             outcomes.push((group.len(), outcome));
         }
+    }
+
+    /// Every customer notice the drained groups published.
+    fn notices(&self) -> Vec<CustomerNotice> {
+        self.notices.lock().unwrap().clone()
     }
 
     async fn lease_one(&self) -> stormgate_shared::store::LeasedGroup {
@@ -504,18 +525,20 @@ async fn customer_notices_on_the_llm_path_leak_nothing_from_the_tickets() {
     let lab = Lab::start(Faults::default()).await;
     lab.ingest(12, 3, &[SummaryKind::Customer]).await;
     let outcomes = lab.drain(&lab.worker(10, policy())).await;
-    let notices: Vec<_> = outcomes
-        .iter()
-        .flat_map(|(_, o)| o.notices.iter())
-        .collect();
-    assert_eq!(notices.len(), 12);
+    let notices = lab.notices();
+    assert_eq!(notices.len(), 4, "one notice per outage of three tickets");
+    assert_eq!(notices.iter().map(|n| n.tickets.len()).sum::<usize>(), 12);
     assert!(
         outcomes
             .iter()
             .all(|(_, o)| o.summaries.values().all(|s| *s == SummarySource::Llm))
     );
-    for notice in notices {
-        let n: u16 = u16::from_str_radix(notice.ticket.as_str(), 16).unwrap();
+    // A notice speaks for each ticket it names: it leaks nothing of any of them.
+    for (notice, named) in notices
+        .iter()
+        .flat_map(|n| n.tickets.iter().map(move |t| (n, t)))
+    {
+        let n: u16 = u16::from_str_radix(named.ticket.as_str(), 16).unwrap();
         let ev = event(n, n.div_ceil(3), 1);
         let context = ScrubContext::from_ticket(&ticket(&ev));
         assert_eq!(
@@ -586,13 +609,14 @@ async fn corpus_notices_leak_nothing(faults: Faults) -> Vec<SummarySource> {
     }
     lab.store.ingest(&records).await.unwrap();
     let outcomes = lab.drain(&lab.worker(12, policy())).await;
-    let notices: Vec<_> = outcomes.iter().flat_map(|(_, o)| &o.notices).collect();
-    assert_eq!(notices.len(), corpus.len());
+    let notices = lab.notices();
+    let named: usize = notices.iter().map(|n| n.tickets.len()).sum();
+    assert_eq!(named, corpus.len(), "each ticket named by one notice");
     for (name, ticket_json, planted) in &corpus {
         let id = ticket_json["sys_id"].as_str().unwrap();
         let notice = notices
             .iter()
-            .find(|n| n.ticket.as_str() == id)
+            .find(|n| n.tickets.iter().any(|t| t.ticket.as_str() == id))
             .unwrap_or_else(|| panic!("{name}: no notice"));
         let lower = notice.text.to_lowercase();
         for p in planted {

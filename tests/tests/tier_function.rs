@@ -136,12 +136,20 @@ async fn a_handoff_is_summarized_acknowledged_and_notices_go_to_kafka() {
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["ReturnValue"]["acked"], 3);
     assert_eq!(body["ReturnValue"]["llm_calls"], 1);
+    // One outage, one service and place: one notice naming the three tickets.
     let notices = body["Outputs"][NOTIFICATIONS_BINDING].as_array().unwrap();
-    assert_eq!(notices.len(), 3);
-    for notice in notices {
-        let text = notice["text"].as_str().unwrap();
-        assert!(!text.contains("10.20.") && !text.contains("Jane"), "{text}");
-    }
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    let named: Vec<&str> = notices[0]["tickets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["number"].as_str().unwrap())
+        .collect();
+    assert_eq!(named, ["INC0010001", "INC0010002", "INC0010003"]);
+    let text = notices[0]["text"].as_str().unwrap();
+    assert!(!text.contains("10.20.") && !text.contains("Jane"), "{text}");
+    assert_eq!(body["ReturnValue"]["sinks"]["notices"]["tickets"], 3);
+    assert_eq!(body["ReturnValue"]["sinks"]["notices"]["waiting"], 0);
     assert_eq!(simulator.core().stats("premium-sim").unwrap().requests, 1);
     for r in &records {
         let stored = store

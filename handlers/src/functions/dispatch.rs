@@ -3,6 +3,12 @@
 //! it as the same [`AdmittedGroup`]); each job spilled to the extractive tier is settled
 //! here, with its degraded extractive summary stored and its lease acknowledged.
 //!
+//! Jobs settled here reach the same sinks as the tier functions' ([`crate::deliveries`]):
+//! their customer notices leave through this function's own Kafka output
+//! ([`NOTIFICATIONS_BINDING`]), one per affected service and place, and their work notes
+//! go to the outbox. The tick also takes up to [`OWED_PER_TICK`] deliveries of each kind
+//! whose claim ran out (an invocation failed or died before it delivered them).
+//!
 //! When ServiceNow write-back is configured, the tick then drains the work-note outbox
 //! for a bounded time ([`WORK_NOTE_DRAIN_BUDGET`]): the timer runs every 5 s on one
 //! instance at a time, so notes that failed are retried soon after ServiceNow is back
@@ -27,10 +33,12 @@ use stormgate_shared::dispatcher::{
 use stormgate_shared::extractive_settlement::{Settlement, settle_extractive};
 use stormgate_shared::gauges::GaugeError;
 use stormgate_shared::governor::{GovernorError, LedgerError};
-use stormgate_shared::job::Tier;
+use stormgate_shared::job::{JobId, Tier};
+use stormgate_shared::sinks::Sinks;
 use stormgate_shared::store::{Store, StoreError};
 
 use crate::app::AppState;
+use crate::deliveries::{self, NoteAttempt, SinkReport};
 use crate::error::ApiError;
 use crate::invocation::{InvocationRequest, InvocationResponse};
 use crate::servicenow::DeliveryReport;
@@ -39,6 +47,11 @@ pub const TIMER_BINDING: &str = "timer";
 /// Queue output bindings, one per tier (queues `summarize-premium` / `summarize-standard`).
 pub const PREMIUM_QUEUE_BINDING: &str = "premiumQueue";
 pub const STANDARD_QUEUE_BINDING: &str = "standardQueue";
+/// The Kafka output binding the customer notices of jobs settled here are published
+/// through (the notifications topic, as the tier functions').
+pub const NOTIFICATIONS_BINDING: &str = "notifications";
+/// Deliveries of each kind whose claim ran out that one tick takes on.
+pub const OWED_PER_TICK: usize = 500;
 
 /// Wall time a tick may spend retrying pending work notes.
 pub const WORK_NOTE_DRAIN_BUDGET: Duration = Duration::from_secs(2);
@@ -55,6 +68,9 @@ pub struct DispatchReport {
     /// The work-note outbox drain; absent when write-back is off or the drain failed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub work_notes: Option<DeliveryReport>,
+    /// Customer notices and work notes of the jobs settled here, of deliveries taken up
+    /// again, and of the outbox drain; and what still waits.
+    pub sinks: SinkReport,
 }
 
 /// How the jobs spilled to the extractive tier were settled.
@@ -85,7 +101,24 @@ pub async fn run(
         emit_gauges: true,
     };
     let outcome = dispatch_once(&ctx).await.map_err(api_error)?;
-    let extractive = settle_spilled(store.as_ref(), &state, &outcome).await;
+    let (extractive, settled) =
+        settle_spilled(store.as_ref(), &state, &outcome, deliveries::sinks(&state)).await;
+    let mut sinks = SinkReport::default();
+    let notices = deliveries::deliver(
+        &state,
+        store.as_ref(),
+        &settled,
+        OWED_PER_TICK,
+        NoteAttempt::Queue,
+        &mut sinks,
+    )
+    .await;
+    let work_notes = drain_work_notes(&state).await;
+    if let Some(drained) = work_notes {
+        sinks.work_notes.add(drained);
+    }
+    let notices = notices.record(store.as_ref(), &mut sinks).await;
+    deliveries::finish(&state, store.as_ref(), &mut sinks).await;
     let premium = messages(&outcome.admitted, Tier::Premium);
     let standard = messages(&outcome.admitted, Tier::Standard);
     let report = DispatchReport {
@@ -93,9 +126,14 @@ pub async fn run(
         premium_messages: premium.len(),
         standard_messages: standard.len(),
         extractive,
-        work_notes: drain_work_notes(&state).await,
+        work_notes,
+        sinks,
     };
     let mut response = InvocationResponse::new().with_return_value(&report)?;
+    if !notices.is_empty() {
+        // One Kafka message per notice; objects, never bare strings (see with_output).
+        response = response.with_output(NOTIFICATIONS_BINDING, &notices)?;
+    }
     // Each message is an object: a bare string could be mistaken for base64 by the host.
     if !premium.is_empty() {
         response = response.with_output(PREMIUM_QUEUE_BINDING, premium)?;
@@ -129,25 +167,33 @@ fn messages(admitted: &[AdmittedGroup], tier: Tier) -> Vec<&AdmittedGroup> {
     admitted.iter().filter(|group| group.tier == tier).collect()
 }
 
+/// Settles every job spilled to the extractive tier; the ids of those it settled.
 async fn settle_spilled(
     store: &dyn Store,
     state: &AppState,
     outcome: &DispatchOutcome,
-) -> ExtractiveReport {
+    sinks: Sinks,
+) -> (ExtractiveReport, Vec<JobId>) {
     let mut report = ExtractiveReport::default();
+    let mut settled = Vec::new();
     for lease in outcome.extractive_work().flat_map(|group| &group.leases) {
-        match settle_extractive(store, state.clock.as_ref(), lease).await {
-            Ok(Settlement::Summarized) => report.summarized += 1,
-            Ok(Settlement::Superseded) => report.superseded += 1,
-            Ok(Settlement::Unreadable) => report.unreadable += 1,
-            Ok(Settlement::LeaseLost) => report.lease_lost += 1,
+        match settle_extractive(store, state.clock.as_ref(), lease, sinks).await {
+            Ok(settlement) => {
+                settled.push(lease.job.id.clone());
+                match settlement {
+                    Settlement::Summarized => report.summarized += 1,
+                    Settlement::Superseded => report.superseded += 1,
+                    Settlement::Unreadable => report.unreadable += 1,
+                    Settlement::LeaseLost => report.lease_lost += 1,
+                }
+            }
             Err(error) => {
                 report.failed += 1;
                 tracing::warn!(job = %lease.job.id, %error, "spilled job not settled; its lease will expire and it will be dispatched again");
             }
         }
     }
-    report
+    (report, settled)
 }
 
 /// Redis unreachable (store or ledger) is a 503; anything else is a bug or corrupt data.

@@ -2,27 +2,43 @@
 //! summarize step on one handed-off group of leases for that tier, then acknowledge.
 //!
 //! The queue message is dispatch's [`AdmittedGroup`]. The summaries are stored and the
-//! leases acknowledged by the shared step; afterwards, technician summaries go to
-//! ServiceNow as work notes (one attempt, failures to the outbox, never failing the
-//! invocation) and customer notices leave through the Kafka output binding.
+//! leases acknowledged by the shared step; afterwards what they owe is delivered
+//! ([`crate::deliveries`]): technician summaries go to ServiceNow as work notes (one
+//! attempt, failures to the outbox, never failing the invocation) and customer notices
+//! leave through the Kafka output binding, one per affected service and place.
+//!
+//! The queue delivers at least once, so the same message may reach two instances. The
+//! step claims each job's call under this invocation's own name before making it, and
+//! while the invocation runs a background task keeps those claims alive
+//! ([`CLAIM_RENEWAL`]): a second delivery makes no call for a job whose call is in flight
+//! or done, and only a dead invocation's claims run out, after
+//! [`stormgate_shared::summarize::DEFAULT_CALL_CLAIM`].
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use axum::extract::State;
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use serde_json::json;
+use stormgate_shared::clock::Clock;
 use stormgate_shared::dispatcher::AdmittedGroup;
 use stormgate_shared::governor::Governor;
-use stormgate_shared::job::Tier;
+use stormgate_shared::job::{JobId, Tier};
 use stormgate_shared::llm::LlmClient;
 use stormgate_shared::related_context::RelatedContext;
+use stormgate_shared::store::Store;
 use stormgate_shared::summarize::{Deployment, SummarizeSettings, TierWorker};
 
 use crate::app::AppState;
+use crate::deliveries::{self, SinkReport};
 use crate::error::ApiError;
 use crate::invocation::{InvocationRequest, InvocationResponse};
 use crate::servicenow::WorkNoteSink;
+
+/// How often a running invocation renews its claims on calls: a few times within a
+/// claim's life, so that a slow Redis answer does not let one run out.
+pub const CLAIM_RENEWAL: Duration = Duration::from_secs(3);
 
 /// The queueTrigger binding's name in both tiers' function.json.
 pub const HANDOFF_BINDING: &str = "handoff";
@@ -84,6 +100,15 @@ async fn summarize(
         }
     };
     let store = state.store().await?;
+    let holder = format!("{:016x}", rand::random::<u64>());
+    let jobs: Vec<JobId> = handoff.leases.iter().map(|l| l.job.id.clone()).collect();
+    let _renewal = ClaimRenewal::start(
+        store.clone(),
+        state.clock.clone(),
+        jobs.clone(),
+        holder.clone(),
+        runtime.settings.call_claim,
+    );
     let worker = TierWorker {
         store: store.as_ref(),
         client: runtime.client.as_ref(),
@@ -98,20 +123,33 @@ async fn summarize(
             runtime.seed ^ rand::random::<u64>(),
         )),
         related: runtime.related.as_deref(),
+        sinks: deliveries::sinks(&state),
+        holder: holder.clone(),
     };
-    let outcome = worker.summarize_admitted(&handoff).await?;
-
-    if let Some(sink) = &runtime.work_notes
-        && !outcome.work_notes.is_empty()
-    {
-        // Summaries are stored already: a ServiceNow problem must not fail them.
-        if let Err(error) = sink
-            .deliver_new(&outcome.work_notes, state.clock.as_ref())
-            .await
-        {
-            tracing::warn!(%error, "work notes could not be delivered or queued");
+    let outcome = match worker.summarize_admitted(&handoff).await {
+        Ok(outcome) => outcome,
+        Err(error) => {
+            // Free the calls at once for the redelivery instead of at the claims' end.
+            if let Err(e) = store.release_calls(&jobs, &holder).await {
+                tracing::warn!(error = %e, "claims on calls left to run out");
+            }
+            return Err(error.into());
         }
-    }
+    };
+
+    // Summaries are stored already: a sink problem must not fail them.
+    let mut sinks = SinkReport::default();
+    let notices = deliveries::deliver(
+        &state,
+        store.as_ref(),
+        &jobs,
+        0,
+        deliveries::NoteAttempt::Now,
+        &mut sinks,
+    )
+    .await;
+    let notices = notices.record(store.as_ref(), &mut sinks).await;
+    deliveries::finish(&state, store.as_ref(), &mut sinks).await;
 
     let mut response = InvocationResponse::new()
         .with_return_value(json!({
@@ -120,16 +158,53 @@ async fn summarize(
             "acked": outcome.acked,
             "lost_leases": outcome.lost_leases,
             "superseded": outcome.superseded,
+            "already_settled": outcome.already_settled,
+            "in_flight_elsewhere": outcome.in_flight_elsewhere,
             "llm_calls": outcome.calls.len(),
             "tokens_used": outcome.tokens_used,
             "summaries": outcome.summaries,
+            "sinks": sinks,
         }))
         .map_err(|e| ApiError::Internal(e.to_string()))?;
-    if !outcome.notices.is_empty() {
+    if !notices.is_empty() {
         // One Kafka message per notice; objects, never bare strings (see with_output).
         response = response
-            .with_output(NOTIFICATIONS_BINDING, &outcome.notices)
+            .with_output(NOTIFICATIONS_BINDING, &notices)
             .map_err(|e| ApiError::Internal(e.to_string()))?;
     }
     Ok(response)
+}
+
+/// Keeps an invocation's claims on its calls alive until dropped.
+struct ClaimRenewal(tokio::task::JoinHandle<()>);
+
+impl ClaimRenewal {
+    fn start(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        jobs: Vec<JobId>,
+        holder: String,
+        claim: Duration,
+    ) -> ClaimRenewal {
+        ClaimRenewal(tokio::spawn(async move {
+            let mut every = tokio::time::interval(CLAIM_RENEWAL);
+            every.tick().await;
+            loop {
+                every.tick().await;
+                let now = clock.now();
+                if let Err(error) = store
+                    .renew_calls(&jobs, &holder, now, now.plus(claim))
+                    .await
+                {
+                    tracing::warn!(%error, "claims on calls not renewed");
+                }
+            }
+        }))
+    }
+}
+
+impl Drop for ClaimRenewal {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }

@@ -859,6 +859,9 @@ async fn run_tier_worker(
         settings: SummarizeSettings::default(),
         rng: std::sync::Mutex::new(SmallRng::seed_from_u64(seed)),
         related: None,
+        // The lab measures the LLM path: its sinks are the read side of the store.
+        sinks: crate::sinks::Sinks::NONE,
+        holder: format!("lab-{seed:x}"),
     };
     let outcome = worker.summarize_admitted(&group).await;
     let now = product.clock.now();
@@ -892,8 +895,13 @@ async fn run_tier_worker(
 async fn settle_extractive(product: &Product, lease: &Lease, recorder: &Shared<Recorder>) {
     let now = product.clock.now();
     // A store failure leaves the lease to expire and be dispatched again, as in production.
-    let _ = crate::extractive_settlement::settle_extractive(&*product.store, &product.clock, lease)
-        .await;
+    let _ = crate::extractive_settlement::settle_extractive(
+        &*product.store,
+        &product.clock,
+        lease,
+        crate::sinks::Sinks::NONE,
+    )
+    .await;
     if lease.job.id.kind == SummaryKind::Technician {
         let mut r = recorder.borrow_mut();
         if let Some(t) = r.track(lease.job.id.ticket.as_str()) {

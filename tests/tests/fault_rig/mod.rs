@@ -58,6 +58,11 @@ pub const API_KEY: &str = "simulator-key";
 pub const HANDLER: &str = env!("CARGO_BIN_EXE_handler-under-test");
 /// The handler's store namespace (production's).
 const NAMESPACE: &str = "stormgate";
+/// host.json `extensions.queues.visibilityTimeout`: a message whose invocation failed
+/// is delivered again no sooner than this (`handlers/tests/function_defs.rs` holds the
+/// two equal). The host stand-in redelivers at once; a test moves the clock on by this
+/// much where the wait matters.
+pub const QUEUE_VISIBILITY_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// How a rig is set up.
 #[derive(Debug, Clone)]
@@ -116,6 +121,8 @@ pub struct Rig {
     pub topic: Topic,
     /// The handler's keys, read directly from Redis (not through the link).
     pub store: Arc<RedisStore>,
+    /// The handler's environment, for further instances of the app.
+    vars: BTreeMap<String, String>,
     clock_file: PathBuf,
     offset: Duration,
 }
@@ -173,7 +180,7 @@ impl Rig {
         if let Some(list) = product_mechanisms_disabled() {
             vars.insert(DISABLE.into(), list);
         }
-        let handler = HandlerProcess::start(HANDLER, vars, dir.join("handler.log")).await;
+        let handler = HandlerProcess::start(HANDLER, vars.clone(), dir.join("handler.log")).await;
 
         let mut settings = Settings::example();
         settings.redis.url = stormgate_handlers::secrets::Secret::new(link.url());
@@ -199,9 +206,17 @@ impl Rig {
             host: FunctionsHost::new(),
             topic: Topic::new(),
             store,
+            vars,
             clock_file,
             offset: Duration::ZERO,
         }
+    }
+
+    /// Another instance of the app, as the host starts when it scales out: the same
+    /// settings, Redis, simulator and clock; its own process and port. Killed when dropped.
+    pub async fn start_instance(&self, name: &str) -> HandlerProcess {
+        let log = self.dir.join(format!("{name}.log"));
+        HandlerProcess::start(HANDLER, self.vars.clone(), log).await
     }
 
     /// Where the test keeps its files (logs, AOF, clock).
@@ -457,18 +472,13 @@ impl Rig {
         );
     }
 
-    /// No customer notice was published twice for one ticket version, and no ticket
-    /// version and kind got a successful LLM answer more than `max_llm_answers` times.
+    /// No ticket version was named by two customer notices, and no ticket version and
+    /// kind got a successful LLM answer more than `max_llm_answers` times.
     pub fn assert_nothing_duplicated(&self, max_llm_answers: usize) {
-        let mut notices: BTreeMap<(String, u64), usize> = BTreeMap::new();
-        for notice in &self.host.notices {
-            let key = (
-                notice["ticket"].as_str().unwrap_or_default().to_owned(),
-                notice["version"].as_u64().unwrap_or_default(),
-            );
-            *notices.entry(key).or_default() += 1;
-        }
-        let twice: Vec<_> = notices.iter().filter(|(_, n)| **n > 1).collect();
+        let twice: Vec<_> = notified(&self.host.notices)
+            .into_iter()
+            .filter(|(_, n)| *n > 1)
+            .collect();
         assert!(
             twice.is_empty(),
             "customer notices sent more than once: {twice:?}"
@@ -483,6 +493,18 @@ impl Rig {
             over.is_empty(),
             "LLM answers per (ticket, version marker, kind) above {max_llm_answers}: {over:?}"
         );
+    }
+
+    /// Each expected customer job's ticket version is named by a notice on the topic.
+    pub fn assert_every_customer_notified(&self, expected: &BTreeSet<ExpectedJob>) {
+        let notified = notified(&self.host.notices);
+        let missing: Vec<_> = expected
+            .iter()
+            .filter(|j| j.kind == SummaryKind::Customer)
+            .filter(|j| !notified.contains_key(&(j.ticket.as_str().to_owned(), j.version)))
+            .map(|j| j.number.clone())
+            .collect();
+        assert!(missing.is_empty(), "no customer notice for {missing:?}");
     }
 
     /// Kills Redis (SIGKILL) and starts it again on the same port and files, then waits
@@ -617,6 +639,25 @@ pub fn version_marker(block: &str) -> u64 {
         .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
         .and_then(|digits| digits.parse().ok())
         .unwrap_or(1)
+}
+
+/// How many notices named each (ticket sys_id, version): a notice covers the tickets of
+/// one affected service and place, listed in its `tickets`.
+pub fn notified(notices: &[Value]) -> BTreeMap<(String, u64), usize> {
+    let mut named = BTreeMap::new();
+    for notice in notices {
+        let tickets = notice["tickets"]
+            .as_array()
+            .unwrap_or_else(|| panic!("a notice without its tickets: {notice}"));
+        for ticket in tickets {
+            let key = (
+                ticket["ticket"].as_str().unwrap().to_owned(),
+                ticket["version"].as_u64().unwrap(),
+            );
+            *named.entry(key).or_default() += 1;
+        }
+    }
+    named
 }
 
 /// Successful LLM answers per (ticket number, version marker, kind).
