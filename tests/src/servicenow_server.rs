@@ -21,6 +21,9 @@ pub enum SnReply {
     /// 429 with `Retry-After: N`.
     RateLimited(u64),
     Status(u16),
+    /// Holds the request this many milliseconds, then answers 503: an instance that
+    /// hangs, so that a test can act while a note is on its way.
+    Hang(u64),
 }
 
 /// One accepted work note.
@@ -139,6 +142,26 @@ async fn update_incident(
     headers: HeaderMap,
     body: axum::Json<Value>,
 ) -> Response {
+    match answer(&inner, sys_id, &headers, &body) {
+        Ok(response) => response,
+        Err(hang) => {
+            tokio::time::sleep(hang).await;
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                axum::Json(json!({"error": {"message": "timed out"}, "status": "failure"})),
+            )
+                .into_response()
+        }
+    }
+}
+
+/// The answer to one PATCH, or how long to hang before failing it.
+fn answer(
+    inner: &Mutex<Inner>,
+    sys_id: String,
+    headers: &HeaderMap,
+    body: &Value,
+) -> Result<Response, std::time::Duration> {
     let mut inner = inner.lock().unwrap();
     inner.attempts += 1;
     let expected = format!(
@@ -147,20 +170,20 @@ async fn update_incident(
             .encode(format!("{}:{}", inner.user, inner.password))
     );
     if headers.get("authorization").and_then(|v| v.to_str().ok()) != Some(expected.as_str()) {
-        return (
+        return Ok((
             StatusCode::UNAUTHORIZED,
             axum::Json(
                 json!({"error": {"message": "User Not Authenticated"}, "status": "failure"}),
             ),
         )
-            .into_response();
+            .into_response());
     }
     let reply = inner
         .script
         .pop_front()
         .or(inner.default)
         .unwrap_or(SnReply::Ok);
-    match reply {
+    Ok(match reply {
         SnReply::Ok => {
             let note = body["work_notes"].as_str().unwrap_or_default().to_owned();
             inner.notes.push(ReceivedNote {
@@ -179,10 +202,11 @@ async fn update_incident(
             axum::Json(json!({"error": {"message": "Rate limit exceeded"}, "status": "failure"})),
         )
             .into_response(),
+        SnReply::Hang(ms) => return Err(std::time::Duration::from_millis(ms)),
         SnReply::Status(status) => (
             StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
             axum::Json(json!({"error": {"message": "No Record found"}, "status": "failure"})),
         )
             .into_response(),
-    }
+    })
 }

@@ -4,18 +4,25 @@
 //! ticket's version is named by exactly one customer notice on the notifications topic
 //! (one notice per affected service and place and invocation, not one per ticket), and
 //! each ticket's technician summary is written to ServiceNow as a work note, once. The
-//! invocation reports say how many notices and notes went out and how many wait.
+//! invocation reports say how many notices and notes went out and how many wait. A tick
+//! that dies after settling its jobs, before it answers, leaves their notices and notes
+//! to the ticks after it: they go out once all the same.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
 mod fault_rig;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
 use fault_rig::{Rig, RigOptions};
 use serde_json::Value;
+use stormgate_e2e::functions_host::{FunctionsHost, timer_invocation};
+use stormgate_e2e::servicenow_server::SnReply;
 use stormgate_e2e::tickets::event;
+use stormgate_shared::ingest::IngestPolicy;
 use stormgate_shared::job::SummaryKind;
+use stormgate_shared::sinks::DELIVERY_HOLD;
 use stormgate_shared::store::Store;
 
 /// 50 P1 tickets (each customer-impacting: a technician and a customer job) of five
@@ -137,4 +144,80 @@ async fn jobs_settled_by_dispatch_reach_the_notifications_topic_and_servicenow()
     let last = ticks.last().unwrap();
     assert_eq!(last["sinks"]["notices"]["waiting"], 0, "{last}");
     assert_eq!(last["sinks"]["work_notes"]["waiting"], 0, "{last}");
+}
+
+/// Ten P1 tickets of one fibre cut.
+fn one_cut() -> Vec<Value> {
+    (1..=10).map(|n| event(n, 1, 1)).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tick_that_dies_after_settling_leaves_its_notices_and_notes_to_the_next_ticks() {
+    let mut rig = Rig::start(RigOptions {
+        tpm: 1_000,
+        servicenow: true,
+        ..RigOptions::default()
+    })
+    .await;
+    // ServiceNow hangs: the tick's outbox drain waits on it after the jobs are settled.
+    rig.servicenow
+        .as_ref()
+        .unwrap()
+        .set_default(SnReply::Hang(10_000));
+    let events = one_cut();
+    let expected = Rig::expected_jobs(&events);
+    let all = rig.topic.produce(events);
+    rig.classify(all).await;
+    rig.advance_clock(IngestPolicy::default().coalesce_hold);
+
+    // The tick settles every job, then dies waiting on ServiceNow: its answer, and the
+    // customer notices in it, never reach the host.
+    let url = rig.handler_url();
+    let tick = tokio::spawn(async move {
+        FunctionsHost::new()
+            .invoke(&url, "dispatch", &timer_invocation())
+            .await
+    });
+    rig.eventually(
+        Duration::from_secs(10),
+        "a work note to reach ServiceNow",
+        || async { rig.servicenow.as_ref().unwrap().attempts() > 0 },
+    )
+    .await;
+    rig.handler.kill();
+    assert!(
+        !tick.await.unwrap().is_success(),
+        "the tick died unanswered"
+    );
+    rig.assert_every_job_settled(&expected).await;
+    assert!(rig.host.notices.is_empty());
+
+    // Started again, with ServiceNow back: the notes the dead tick had put in the
+    // outbox go out, but for the one it was sending; its claimed notices are held.
+    rig.handler.restart().await;
+    rig.servicenow.as_ref().unwrap().set_default(SnReply::Ok);
+    let tick = rig.dispatch().await;
+    assert_eq!(tick["sinks"]["notices"]["published"], 0, "{tick}");
+    assert_eq!(tick["sinks"]["notices"]["waiting"], 10, "{tick}");
+    assert_eq!(tick["sinks"]["work_notes"]["delivered"], 9, "{tick}");
+    assert_eq!(tick["sinks"]["work_notes"]["waiting"], 1, "{tick}");
+    // Once the claims have run out (the notices' and the outbox's), the next tick
+    // delivers the rest, once.
+    rig.advance_clock(DELIVERY_HOLD.max(Duration::from_secs(121)));
+    let tick = rig.dispatch().await;
+    assert_eq!(tick["sinks"]["notices"]["published"], 1, "{tick}");
+    assert_eq!(tick["sinks"]["notices"]["tickets"], 10, "{tick}");
+    assert_eq!(tick["sinks"]["work_notes"]["delivered"], 1, "{tick}");
+    assert_eq!(tick["sinks"]["notices"]["waiting"], 0, "{tick}");
+    assert_eq!(tick["sinks"]["work_notes"]["waiting"], 0, "{tick}");
+
+    rig.assert_every_customer_notified(&expected);
+    rig.assert_nothing_duplicated(0);
+    let notes = rig.servicenow.as_ref().unwrap().notes();
+    let per_ticket: BTreeSet<&str> = notes.iter().map(|n| n.sys_id.as_str()).collect();
+    assert_eq!(
+        (notes.len(), per_ticket.len()),
+        (10, 10),
+        "one note per ticket"
+    );
 }
