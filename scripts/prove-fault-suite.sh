@@ -23,6 +23,8 @@ proofs=(
     "extractive_fallback|faults_llm|"
     "fleet_cooldown|faults_llm|daily_quota"
     "work_note_outbox|faults_servicenow|"
+    "delivery_ledger|faults_degraded|"
+    "call_claims|faults_duplicate_handoff|"
 )
 
 cargo test -p stormgate-e2e --no-run --quiet 2>/dev/null || cargo test -p stormgate-e2e --no-run
