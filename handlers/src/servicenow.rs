@@ -262,6 +262,25 @@ impl WorkNoteOutbox {
         Ok(())
     }
 
+    /// Queues `notes` for attempts at or after `not_before`, in one round trip.
+    pub async fn push_all(
+        &self,
+        notes: &[PendingNote],
+        not_before: EpochMillis,
+    ) -> Result<(), OutboxError> {
+        if notes.is_empty() {
+            return Ok(());
+        }
+        let mut zadd = redis::cmd("ZADD");
+        zadd.arg(&self.pending_key);
+        for note in notes {
+            zadd.arg(not_before.as_millis()).arg(encode(note)?);
+        }
+        let mut conn = self.connection().await?;
+        zadd.query_async::<()>(&mut conn).await?;
+        Ok(())
+    }
+
     /// Takes the earliest note due at `now`, holding it until `hold_until`: if it is
     /// neither completed nor rescheduled by then, it is due again.
     pub async fn claim_due(
@@ -447,13 +466,14 @@ impl WorkNoteSink {
     ) -> Result<DeliveryReport, OutboxError> {
         self.adopt_fleet_cooldown().await?;
         let not_before = clock.now().max(self.client.cooldown_until());
-        for note in notes {
-            let pending = PendingNote {
+        let pending: Vec<PendingNote> = notes
+            .iter()
+            .map(|note| PendingNote {
                 note: note.clone(),
                 attempts: 0,
-            };
-            self.outbox.push(&pending, not_before).await?;
-        }
+            })
+            .collect();
+        self.outbox.push_all(&pending, not_before).await?;
         Ok(DeliveryReport {
             queued: notes.len(),
             ..DeliveryReport::default()

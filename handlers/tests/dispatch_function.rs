@@ -15,7 +15,9 @@ use http_body_util::BodyExt;
 use serde_json::Value;
 use stormgate_handlers::app::{AppState, app};
 use stormgate_handlers::config::{RedisAuth, RedisSettings, Settings};
-use stormgate_handlers::functions::dispatch::{PREMIUM_QUEUE_BINDING, STANDARD_QUEUE_BINDING};
+use stormgate_handlers::functions::dispatch::{
+    NOTIFICATIONS_BINDING, PREMIUM_QUEUE_BINDING, STANDARD_QUEUE_BINDING,
+};
 use stormgate_handlers::functions::summarize::HANDOFF_BINDING;
 use stormgate_handlers::invocation::InvocationRequest;
 use stormgate_handlers::lazy_store::LazyStore;
@@ -211,7 +213,8 @@ async fn a_spent_budget_emits_no_messages_and_keeps_the_jobs_queued() {
 }
 
 #[tokio::test]
-async fn jobs_spilled_to_extractive_end_acknowledged_with_a_stored_degraded_summary() {
+async fn jobs_spilled_to_extractive_end_acknowledged_with_a_stored_degraded_summary_and_their_notices()
+ {
     let rig = Rig::start();
     rig.classify_tickets().await;
     let (pending, _) = rig.queued().await;
@@ -239,6 +242,7 @@ async fn jobs_spilled_to_extractive_end_acknowledged_with_a_stored_degraded_summ
     );
 
     let store = rig.store().await;
+    let mut customer_settled = std::collections::BTreeSet::new();
     for (n, _) in TICKETS {
         let technician = store
             .summary(&ticket(*n), SummaryKind::Technician)
@@ -248,7 +252,44 @@ async fn jobs_spilled_to_extractive_end_acknowledged_with_a_stored_degraded_summ
         assert!(technician.degraded, "ticket {n}: {technician:?}");
         assert_eq!(technician.tier, Tier::Extractive);
         assert_eq!(technician.model, EXTRACTIVE_MODEL);
+        if let Some(customer) = store
+            .summary(&ticket(*n), SummaryKind::Customer)
+            .await
+            .unwrap()
+        {
+            assert!(customer.degraded);
+            customer_settled.insert(sys_id(*n));
+        }
     }
+    assert!(
+        !customer_settled.is_empty(),
+        "the storm's P1s are customer-impacting"
+    );
+
+    // Their customer notices leave with the tick, each ticket named once.
+    let notices = body["Outputs"][NOTIFICATIONS_BINDING].as_array().unwrap();
+    let mut named = std::collections::BTreeSet::new();
+    for notice in notices {
+        for t in notice["tickets"].as_array().unwrap() {
+            assert!(
+                named.insert(t["ticket"].as_str().unwrap().to_owned()),
+                "{notice}"
+            );
+        }
+    }
+    assert_eq!(named, customer_settled, "{body}");
+    let sinks = &body["ReturnValue"]["sinks"];
+    assert_eq!(sinks["notices"]["published"], notices.len(), "{body}");
+    assert_eq!(
+        sinks["notices"]["tickets"],
+        customer_settled.len(),
+        "{body}"
+    );
+    assert_eq!(sinks["notices"]["waiting"], 0, "{body}");
+    assert_eq!(
+        sinks["work_notes"]["waiting"], 0,
+        "write-back is off: {body}"
+    );
 }
 
 #[tokio::test]

@@ -29,7 +29,7 @@
 //! | `{ns}:rollup_due`                 | set    | regions whose roll-up is due                             |
 //! | `{ns}:region_tickets:<region>`    | zset   | the region's tickets, score = `{ns}:ingest_seq` at ingest (latest highest), capped |
 //! | `{ns}:ingest_seq`                 | string | counter ordering the region indexes                     |
-//! | `{ns}:owed:<kind>`                | zset   | job ids whose stored summary owes its sink a delivery, score = when it is due (a claim moves it to the claim's end) |
+//! | `{ns}:owed:<kind>`                | zset   | job ids whose stored summary owes its sink a delivery, score = when it is due (a claim moves it to the claim's end); a job leaves it when its delivery is completed, found superseded, or its summary gone |
 //! | `{ns}:call:<job id>`              | hash   | `holder`, `until`: the claim on the job's LLM call; expires with the claim |
 //!
 //! The summary hash also keeps `<kind>:delivered`, the latest version of that kind whose
