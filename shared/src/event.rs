@@ -321,6 +321,131 @@ pub fn parse_event(
     }
 }
 
+/// Why a record of the shared topic is not taken for an incident event. Such records
+/// are skipped and counted by reason, never dead-lettered: the topic carries other
+/// tables, heartbeats and other formats too (docs/ticket-events.md, *Shared topic*).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SkipReason {
+    /// The `table_name` header names another table.
+    OtherTable,
+    /// No `table_name` header, and the value is empty or a JSON object that is no
+    /// ServiceNow record (neither `sys_id` nor `number`): heartbeats, control messages.
+    Heartbeat,
+    /// No `table_name` header, and a record without the evidence of an incident: its
+    /// `number` is not an `INC` number, or it has none of the incident fields.
+    NotAnIncident,
+    /// No `table_name` header, and the value is not a JSON object (not UTF-8, not
+    /// JSON, an array or a scalar: another encoding).
+    OtherFormat,
+}
+
+impl SkipReason {
+    pub const ALL: [SkipReason; 4] = [
+        SkipReason::OtherTable,
+        SkipReason::Heartbeat,
+        SkipReason::NotAnIncident,
+        SkipReason::OtherFormat,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SkipReason::OtherTable => "other_table",
+            SkipReason::Heartbeat => "heartbeat",
+            SkipReason::NotAnIncident => "not_an_incident",
+            SkipReason::OtherFormat => "other_format",
+        }
+    }
+}
+
+impl fmt::Display for SkipReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a record of the shared topic is: an incident event (parsed, or rejected with the
+/// reason its dead letter gives), or something else, skipped.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Examined {
+    Incident(Result<Ticket, EventRejection>),
+    Skipped(SkipReason),
+}
+
+/// The incident fields whose presence, with an `INC` number, marks a record without a
+/// `table_name` header as an incident.
+const INCIDENT_FIELDS: [&str; 6] = [
+    "sys_id",
+    "sys_mod_count",
+    "state",
+    "priority",
+    "impact",
+    "urgency",
+];
+
+/// Decides whether a record is an incident event, on positive evidence only, and parses
+/// it if so. A `table_name` header decides alone: `incident` claims an incident (which
+/// is then parsed and, if invalid, rejected), any other table is skipped. Without the
+/// header the value must be a JSON object whose `number` is an `INC` number (`INC`
+/// followed by a digit, any case) and which has at least one more incident field
+/// (`sys_id`, `sys_mod_count`, `state`, `priority`, `impact` or `urgency`); anything
+/// else is skipped with its reason. Total: no input panics.
+pub fn examine_event(value: &[u8], headers: &CdcHeaders, limits: ParseLimits) -> Examined {
+    match headers.table_name.as_deref().map(str::trim) {
+        Some("incident") => return Examined::Incident(parse_event(value, headers, limits)),
+        Some(table) if !table.is_empty() => return Examined::Skipped(SkipReason::OtherTable),
+        _ => {}
+    }
+    if value.iter().all(u8::is_ascii_whitespace) {
+        return Examined::Skipped(SkipReason::Heartbeat);
+    }
+    let Ok(text) = std::str::from_utf8(value) else {
+        return Examined::Skipped(SkipReason::OtherFormat);
+    };
+    let fields = match RecordFields::from_json(text) {
+        Ok(Decoded::Record(fields)) => fields,
+        Ok(Decoded::NotAnObject(_)) | Err(_) => return Examined::Skipped(SkipReason::OtherFormat),
+    };
+    if let Some(reason) = not_an_incident(&fields) {
+        return Examined::Skipped(reason);
+    }
+    if value.len() > limits.max_event_bytes {
+        return Examined::Incident(Err(EventRejection::TooLarge {
+            size: value.len(),
+            limit: limits.max_event_bytes,
+        }));
+    }
+    Examined::Incident(parse_fields(*fields, headers))
+}
+
+/// Why a record without a `table_name` header is not an incident; `None` when it is one.
+fn not_an_incident(fields: &RecordFields<'_>) -> Option<SkipReason> {
+    let present = |name: &'static str| {
+        fields.get(name).is_some_and(|v| {
+            scalar_of(name, v, Prefer::Value).is_ok_and(|s| s.is_some_and(|s| !s.trim().is_empty()))
+        })
+    };
+    let number = fields
+        .get("number")
+        .and_then(|v| scalar_of("number", v, Prefer::Value).ok().flatten())
+        .map(|n| n.trim().to_owned());
+    let Some(number) = number.filter(|n| !n.is_empty()) else {
+        return Some(if present("sys_id") {
+            SkipReason::NotAnIncident
+        } else {
+            SkipReason::Heartbeat
+        });
+    };
+    let bytes = number.as_bytes();
+    let inc_number =
+        bytes.len() > 3 && bytes[..3].eq_ignore_ascii_case(b"INC") && bytes[3].is_ascii_digit();
+    if inc_number && INCIDENT_FIELDS.iter().any(|f| present(f)) {
+        None
+    } else {
+        Some(SkipReason::NotAnIncident)
+    }
+}
+
 /// Parses an already-decoded incident record.
 pub fn parse_record(
     record: &Map<String, Value>,

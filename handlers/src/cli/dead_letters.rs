@@ -248,6 +248,9 @@ pub fn render_report(report: &ResubmitReport, scan: usize) -> String {
                 "rejected again: {}; kept as {new_id}",
                 escaped(reason, usize::MAX)
             ),
+            Resubmission::Skipped { reason } => {
+                format!("not an incident event ({reason}): skipped; removed")
+            }
             Resubmission::Kept { reason } => format!("kept: {}", escaped(reason, usize::MAX)),
         };
         let _ = writeln!(out, "{id}: {what}");
