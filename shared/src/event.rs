@@ -881,6 +881,61 @@ mod tests {
         })
     }
 
+    #[test]
+    fn records_of_the_shared_topic_are_told_apart_on_positive_evidence() {
+        let none = CdcHeaders::default();
+        let examine =
+            |v: &Value| examine_event(v.to_string().as_bytes(), &none, ParseLimits::default());
+        assert!(matches!(examine(&minimal()), Examined::Incident(Ok(_))));
+        let mut problem = minimal();
+        problem["number"] = "PRB0000042".into();
+        assert_eq!(
+            examine(&problem),
+            Examined::Skipped(SkipReason::NotAnIncident)
+        );
+        let mut bare = serde_json::json!({"number": "INC0000042"});
+        assert_eq!(examine(&bare), Examined::Skipped(SkipReason::NotAnIncident));
+        bare["state"] = "2".into();
+        assert!(
+            matches!(
+                examine(&bare),
+                Examined::Incident(Err(EventRejection::MissingField("sys_id")))
+            ),
+            "an INC record with incident fields is an incident, and an invalid one"
+        );
+        let heartbeat = serde_json::json!({"type": "heartbeat", "ts": 1});
+        assert_eq!(
+            examine(&heartbeat),
+            Examined::Skipped(SkipReason::Heartbeat)
+        );
+        assert_eq!(
+            examine_event(b" \n", &none, ParseLimits::default()),
+            Examined::Skipped(SkipReason::Heartbeat)
+        );
+        for other in [&b"<xml/>"[..], b"[1]", b"\xff\xfe", b"\"text\""] {
+            assert_eq!(
+                examine_event(other, &none, ParseLimits::default()),
+                Examined::Skipped(SkipReason::OtherFormat),
+                "{other:?}"
+            );
+        }
+        let claimed = CdcHeaders {
+            action: None,
+            table_name: Some("incident".into()),
+        };
+        assert!(matches!(
+            examine_event(b"<xml/>", &claimed, ParseLimits::default()),
+            Examined::Incident(Err(EventRejection::NotJson(_)))
+        ));
+        let too_large = ParseLimits {
+            max_event_bytes: 10,
+        };
+        assert!(matches!(
+            examine_event(minimal().to_string().as_bytes(), &none, too_large),
+            Examined::Incident(Err(EventRejection::TooLarge { .. }))
+        ));
+    }
+
     fn parse(v: &Value) -> Result<Ticket, EventRejection> {
         parse_event(
             v.to_string().as_bytes(),
@@ -1105,6 +1160,51 @@ mod tests {
                         Value::String(_) => "string",
                         _ => "array",
                     }))),
+                }
+            }
+        }
+
+        #[test]
+        fn examining_anything_never_panics_and_the_table_header_alone_decides(
+            bytes in prop::collection::vec(any::<u8>(), 0..512),
+            table in prop::option::of(prop_oneof![
+                Just("incident".to_owned()), Just(" incident ".to_owned()), Just(" ".to_owned()),
+                Just("problem".to_owned()), ".{0,12}",
+            ]),
+        ) {
+            let headers = CdcHeaders { action: None, table_name: table.clone() };
+            let examined = examine_event(&bytes, &headers, ParseLimits::default());
+            match table.as_deref().map(str::trim) {
+                Some("incident") => prop_assert_eq!(
+                    examined,
+                    Examined::Incident(parse_event(&bytes, &headers, ParseLimits::default()))
+                ),
+                Some(other) if !other.is_empty() => {
+                    prop_assert_eq!(examined, Examined::Skipped(SkipReason::OtherTable))
+                }
+                _ => {}
+            }
+        }
+
+        #[test]
+        fn without_a_header_only_an_inc_numbered_record_with_incident_fields_is_an_incident(
+            v in arb_json(),
+            number in prop_oneof![Just("INC0012345".to_owned()), Just("inc42".to_owned()),
+                                  Just("PRB0001".to_owned()), Just("INC".to_owned()), ".{0,10}"],
+            field in prop::sample::select(vec!["sys_id", "state", "priority", "short_description"]),
+        ) {
+            for record in [v.clone(), serde_json::json!({"number": number, field: "2"})] {
+                let text = record.to_string();
+                let examined = examine_event(text.as_bytes(), &CdcHeaders::default(), ParseLimits::default());
+                let number = record.get("number").and_then(Value::as_str).unwrap_or("");
+                let evidence = number.len() > 3
+                    && number.as_bytes()[..3].eq_ignore_ascii_case(b"INC")
+                    && number.as_bytes()[3].is_ascii_digit();
+                if let Examined::Incident(parsed) = examined {
+                    prop_assert!(evidence, "{record} taken for an incident");
+                    prop_assert_eq!(parsed, parse(&record));
+                } else if record.is_object() && evidence && field != "short_description" && record.get(field).is_some() {
+                    prop_assert!(false, "{record} was skipped");
                 }
             }
         }
