@@ -365,10 +365,11 @@ impl fmt::Display for SkipReason {
 }
 
 /// What a record of the shared topic is: an incident event (parsed, or rejected with the
-/// reason its dead letter gives), or something else, skipped.
+/// reason its dead letter gives), or something else, skipped. (Boxed: a ticket is large,
+/// a skip is a byte.)
 #[derive(Debug, Clone, PartialEq)]
 pub enum Examined {
-    Incident(Result<Ticket, EventRejection>),
+    Incident(Box<Result<Ticket, EventRejection>>),
     Skipped(SkipReason),
 }
 
@@ -392,7 +393,9 @@ const INCIDENT_FIELDS: [&str; 6] = [
 /// else is skipped with its reason. Total: no input panics.
 pub fn examine_event(value: &[u8], headers: &CdcHeaders, limits: ParseLimits) -> Examined {
     match headers.table_name.as_deref().map(str::trim) {
-        Some("incident") => return Examined::Incident(parse_event(value, headers, limits)),
+        Some("incident") => {
+            return Examined::Incident(Box::new(parse_event(value, headers, limits)));
+        }
         Some(table) if !table.is_empty() => return Examined::Skipped(SkipReason::OtherTable),
         _ => {}
     }
@@ -410,12 +413,12 @@ pub fn examine_event(value: &[u8], headers: &CdcHeaders, limits: ParseLimits) ->
         return Examined::Skipped(reason);
     }
     if value.len() > limits.max_event_bytes {
-        return Examined::Incident(Err(EventRejection::TooLarge {
+        return Examined::Incident(Box::new(Err(EventRejection::TooLarge {
             size: value.len(),
             limit: limits.max_event_bytes,
-        }));
+        })));
     }
-    Examined::Incident(parse_fields(*fields, headers))
+    Examined::Incident(Box::new(parse_fields(*fields, headers)))
 }
 
 /// Why a record without a `table_name` header is not an incident; `None` when it is one.
@@ -886,7 +889,11 @@ mod tests {
         let none = CdcHeaders::default();
         let examine =
             |v: &Value| examine_event(v.to_string().as_bytes(), &none, ParseLimits::default());
-        assert!(matches!(examine(&minimal()), Examined::Incident(Ok(_))));
+        let incident = |examined: Examined| match examined {
+            Examined::Incident(parsed) => Some(*parsed),
+            Examined::Skipped(_) => None,
+        };
+        assert!(matches!(incident(examine(&minimal())), Some(Ok(_))));
         let mut problem = minimal();
         problem["number"] = "PRB0000042".into();
         assert_eq!(
@@ -898,8 +905,8 @@ mod tests {
         bare["state"] = "2".into();
         assert!(
             matches!(
-                examine(&bare),
-                Examined::Incident(Err(EventRejection::MissingField("sys_id")))
+                incident(examine(&bare)),
+                Some(Err(EventRejection::MissingField("sys_id")))
             ),
             "an INC record with incident fields is an incident, and an invalid one"
         );
@@ -924,15 +931,19 @@ mod tests {
             table_name: Some("incident".into()),
         };
         assert!(matches!(
-            examine_event(b"<xml/>", &claimed, ParseLimits::default()),
-            Examined::Incident(Err(EventRejection::NotJson(_)))
+            incident(examine_event(b"<xml/>", &claimed, ParseLimits::default())),
+            Some(Err(EventRejection::NotJson(_)))
         ));
         let too_large = ParseLimits {
             max_event_bytes: 10,
         };
         assert!(matches!(
-            examine_event(minimal().to_string().as_bytes(), &none, too_large),
-            Examined::Incident(Err(EventRejection::TooLarge { .. }))
+            incident(examine_event(
+                minimal().to_string().as_bytes(),
+                &none,
+                too_large
+            )),
+            Some(Err(EventRejection::TooLarge { .. }))
         ));
     }
 
@@ -1177,7 +1188,7 @@ mod tests {
             match table.as_deref().map(str::trim) {
                 Some("incident") => prop_assert_eq!(
                     examined,
-                    Examined::Incident(parse_event(&bytes, &headers, ParseLimits::default()))
+                    Examined::Incident(Box::new(parse_event(&bytes, &headers, ParseLimits::default())))
                 ),
                 Some(other) if !other.is_empty() => {
                     prop_assert_eq!(examined, Examined::Skipped(SkipReason::OtherTable))
@@ -1202,7 +1213,7 @@ mod tests {
                     && number.as_bytes()[3].is_ascii_digit();
                 if let Examined::Incident(parsed) = examined {
                     prop_assert!(evidence, "{record} taken for an incident");
-                    prop_assert_eq!(parsed, parse(&record));
+                    prop_assert_eq!(*parsed, parse(&record));
                 } else if record.is_object() && evidence && field != "short_description" && record.get(field).is_some() {
                     prop_assert!(false, "{record} was skipped");
                 }

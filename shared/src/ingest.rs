@@ -258,7 +258,7 @@ impl<'a> BatchIngest<'a> {
         self.added += 1;
         let ctx = &self.ctx;
         let parsed = match examine_event(&event.value, &event.headers, ctx.policy.parse_limits) {
-            Examined::Incident(parsed) => parsed,
+            Examined::Incident(parsed) => *parsed,
             Examined::Skipped(reason) => {
                 self.skipped.push((index, reason));
                 return;

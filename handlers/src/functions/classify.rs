@@ -64,30 +64,39 @@ pub async fn run(
 /// offset and the count, so that a failed batch can be found (and, if need be, replayed).
 #[derive(Debug, Default)]
 struct BatchCoordinates {
-    ranges: BTreeMap<(String, Option<i64>), (Option<i64>, Option<i64>, u32)>,
+    /// Per (topic, partition).
+    ranges: BTreeMap<(String, Option<i64>), OffsetRange>,
     undecodable: u32,
+}
+
+/// The first and last offset of a partition's records in a batch, and their count.
+#[derive(Debug, Default)]
+struct OffsetRange {
+    first: Option<i64>,
+    last: Option<i64>,
+    events: u32,
 }
 
 impl BatchCoordinates {
     fn add(&mut self, event: &KafkaEvent) {
         let key = (event.topic.clone().unwrap_or_default(), event.partition);
-        let range = self.ranges.entry(key).or_insert((None, None, 0));
+        let range = self.ranges.entry(key).or_default();
         if let Some(offset) = event.offset {
-            range.0 = Some(range.0.map_or(offset, |first: i64| first.min(offset)));
-            range.1 = Some(range.1.map_or(offset, |last: i64| last.max(offset)));
+            range.first = Some(range.first.map_or(offset, |first| first.min(offset)));
+            range.last = Some(range.last.map_or(offset, |last| last.max(offset)));
         }
-        range.2 += 1;
+        range.events += 1;
     }
 
     /// One ERROR line per partition: the batch is not acknowledged and comes again.
     fn log_failure(&self, error: &ApiError) {
-        for ((topic, partition), (first, last, events)) in &self.ranges {
+        for ((topic, partition), range) in &self.ranges {
             tracing::error!(
                 topic = %topic,
                 partition = ?partition,
-                first_offset = ?first,
-                last_offset = ?last,
-                events,
+                first_offset = ?range.first,
+                last_offset = ?range.last,
+                events = range.events,
                 error = %error,
                 "classify batch failed: not acknowledged, the host delivers it again"
             );
