@@ -285,7 +285,8 @@ async fn classify_counts_records_the_store_refused_apart_from_those_it_stored() 
     assert_invocation_response(status, &body);
     assert_eq!(
         body["ReturnValue"],
-        json!({"accepted": 2, "duplicate_or_stale": 0, "dead_lettered": 1, "lost": 0})
+        json!({"accepted": 2, "duplicate_or_stale": 0, "dead_lettered": 1, "skipped":
+            {"other_table": 0, "heartbeat": 0, "not_an_incident": 0, "other_format": 0}})
     );
     let letters = store.dead_letters(10).await.unwrap();
     assert_eq!(letters.len(), 1);
