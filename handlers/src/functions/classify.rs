@@ -54,6 +54,14 @@ pub async fn run(
                 .map_err(|e| ApiError::Internal(e.to_string()))
         }
         Err(error) => {
+            // Records not read before the failure (the store or the model could not be
+            // had) still belong to the batch the host delivers again.
+            for decoded in records.by_ref() {
+                match decoded {
+                    Ok(event) => coordinates.add(&event),
+                    Err(_) => coordinates.undecodable += 1,
+                }
+            }
             coordinates.log_failure(&error);
             Err(error)
         }
@@ -91,11 +99,12 @@ impl BatchCoordinates {
     /// One ERROR line per partition: the batch is not acknowledged and comes again.
     fn log_failure(&self, error: &ApiError) {
         for ((topic, partition), range) in &self.ranges {
+            // -1 for what the host did not say.
             tracing::error!(
                 topic = %topic,
-                partition = ?partition,
-                first_offset = ?range.first,
-                last_offset = ?range.last,
+                partition = partition.unwrap_or(-1),
+                first_offset = range.first.unwrap_or(-1),
+                last_offset = range.last.unwrap_or(-1),
                 events = range.events,
                 error = %error,
                 "classify batch failed: not acknowledged, the host delivers it again"
