@@ -16,6 +16,7 @@ use stormgate_shared::governor::budget::DeploymentNameError;
 use stormgate_shared::governor::{DeploymentBudget, DeploymentName, GovernorPolicy, Headroom};
 use stormgate_shared::ingest::IngestPolicy;
 use stormgate_shared::job::Tier;
+use stormgate_shared::store::{DEFAULT_DEAD_LETTER_CAP, DEFAULT_RETENTION, StoreLimits};
 
 use crate::secrets::{self, Secret, SecretSource};
 
@@ -98,6 +99,8 @@ pub const KEY_VAULT_URL: &str = "STORMGATE_KEY_VAULT_URL";
 pub const CLASSIFIER_MODEL_PATH: &str = "STORMGATE_CLASSIFIER_MODEL_PATH";
 pub const ROUTE_UP_THRESHOLD: &str = "STORMGATE_ROUTE_UP_THRESHOLD";
 pub const COALESCE_HOLD_SECONDS: &str = "STORMGATE_COALESCE_HOLD_SECONDS";
+pub const RETENTION_DAYS: &str = "STORMGATE_RETENTION_DAYS";
+pub const DEAD_LETTER_MAX: &str = "STORMGATE_DEAD_LETTER_MAX";
 pub const SERVICENOW_INSTANCE_URL: &str = "SERVICENOW_INSTANCE_URL";
 pub const SERVICENOW_USERNAME: &str = "SERVICENOW_USERNAME";
 pub const SERVICENOW_PASSWORD: &str = "SERVICENOW_PASSWORD";
@@ -274,6 +277,20 @@ pub const SETTINGS: &[SettingSpec] = &[
         Handler,
         Some("300"),
         "Longest a job that may share its outage's LLM call waits for it (a quarter of its deadline at most; 0 = never).",
+    ),
+    setting(
+        RETENTION_DAYS,
+        Optional,
+        Handler,
+        Some("14"),
+        "Days a ticket's snapshot and summaries are kept after its last update (the one that resolved or closed it, for a finished ticket); 1 to 3650.",
+    ),
+    setting(
+        DEAD_LETTER_MAX,
+        Optional,
+        Handler,
+        Some("5000"),
+        "Most dead letters kept; each one more trims the oldest, counted in the `retention` gauge (`dead_letters_trimmed_total`); 100 to 1000000.",
     ),
     setting(
         SERVICENOW_INSTANCE_URL,
@@ -514,6 +531,8 @@ pub struct Settings {
     pub route_up_threshold: Option<f64>,
     /// The ingest policy's `coalesce_hold`.
     pub coalesce_hold: Duration,
+    /// What the store keeps: ticket retention and the dead-letter cap.
+    pub store_limits: StoreLimits,
     pub servicenow: Option<ServiceNowSettings>,
     pub search: Option<SearchSettings>,
     pub log_format: LogFormat,
@@ -612,6 +631,7 @@ impl Settings {
             classifier_model_path: None,
             route_up_threshold: None,
             coalesce_hold: IngestPolicy::default().coalesce_hold,
+            store_limits: StoreLimits::default(),
             servicenow: None,
             search: None,
             log_format: LogFormat::Json,
@@ -821,6 +841,22 @@ fn probability(raw: &str) -> Result<f64, String> {
     }
 }
 
+fn retention_days(raw: &str) -> Result<Duration, String> {
+    match raw.trim().parse::<u64>() {
+        Ok(days) if (1..=3650).contains(&days) => Ok(Duration::from_secs(days * 24 * 3600)),
+        _ => Err(format!(
+            "{raw:?} is not a whole number of days from 1 to 3650"
+        )),
+    }
+}
+
+fn dead_letter_max(raw: &str) -> Result<u64, String> {
+    match raw.trim().parse::<u64>() {
+        Ok(n) if (100..=1_000_000).contains(&n) => Ok(n),
+        _ => Err(format!("{raw:?} is not a count from 100 to 1000000")),
+    }
+}
+
 fn seconds(raw: &str) -> Result<Duration, String> {
     raw.trim()
         .parse::<u64>()
@@ -998,6 +1034,14 @@ impl Settings {
             coalesce_hold: settings
                 .parsed_optional(COALESCE_HOLD_SECONDS, seconds)?
                 .unwrap_or(IngestPolicy::default().coalesce_hold),
+            store_limits: StoreLimits {
+                retention: settings
+                    .parsed_optional(RETENTION_DAYS, retention_days)?
+                    .unwrap_or(DEFAULT_RETENTION),
+                dead_letter_cap: settings
+                    .parsed_optional(DEAD_LETTER_MAX, dead_letter_max)?
+                    .unwrap_or(DEFAULT_DEAD_LETTER_CAP),
+            },
             servicenow: servicenow_settings(&settings)?,
             search: search_settings(&settings)?,
             log_format: settings.parsed_or_default(LOG_FORMAT, log_format)?,
@@ -1069,6 +1113,22 @@ mod tests {
             Settings::from_vars(vars_with(&[])).unwrap(),
             Settings::example()
         );
+    }
+
+    #[test]
+    fn retention_and_the_dead_letter_cap_are_read_and_default_to_the_stores() {
+        let default = Settings::from_vars(vars_with(&[])).unwrap();
+        assert_eq!(default.store_limits, StoreLimits::default());
+        let set = Settings::from_vars(vars_with(&[
+            (RETENTION_DAYS, "30"),
+            (DEAD_LETTER_MAX, " 2000 "),
+        ]))
+        .unwrap();
+        assert_eq!(
+            set.store_limits.retention,
+            Duration::from_secs(30 * 24 * 3600)
+        );
+        assert_eq!(set.store_limits.dead_letter_cap, 2000);
     }
 
     #[test]
@@ -1172,6 +1232,9 @@ mod tests {
             (REDIS_AUTH, "password", "entra"),
             (ROUTE_UP_THRESHOLD, "0", "probability"),
             (COALESCE_HOLD_SECONDS, "5m", "seconds"),
+            (RETENTION_DAYS, "0", "days"),
+            (RETENTION_DAYS, "2w", "days"),
+            (DEAD_LETTER_MAX, "10", "count"),
             (
                 "STORMGATE_STANDARD_PRICE_INPUT_PER_1M",
                 "-1",

@@ -231,6 +231,10 @@ var coreSettings = {
   STORMGATE_REDIS_AUTH: useManagedRedis ? 'entra' : existingRedisAuth
   STORMGATE_KEY_VAULT_URL: keyVaultUri
   STORMGATE_LOG_FORMAT: 'json'
+  // What Redis keeps (it runs with noeviction): tickets 14 days after their last update, at most 5,000 dead
+  // letters. docs/operations.md, *Redis memory*, sizes Redis for these values.
+  STORMGATE_RETENTION_DAYS: '14'
+  STORMGATE_DEAD_LETTER_MAX: '5000'
   RUST_LOG: rustLog
   KAFKA_BROKERS: kafkaBrokers
   KAFKA_TOPIC: kafkaTopic

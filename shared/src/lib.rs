@@ -32,6 +32,7 @@ pub mod log_bounding;
 pub mod metering;
 pub mod prompts;
 pub mod related_context;
+pub mod retention;
 pub mod retry;
 pub mod rollup;
 pub mod sample_events;

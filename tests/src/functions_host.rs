@@ -291,3 +291,263 @@ fn queue_invocation(message: &QueuedMessage) -> Value {
                      "PopReceipt": "p", "InsertionTime": "2027-01-15T08:30:05+00:00"}
     })
 }
+
+/// The platform facts the emulation follows (`tests/fixtures/platform/retry-and-offsets.json`,
+/// written from the Functions host's and the Kafka extension's sources).
+#[derive(Debug, Clone)]
+pub struct PlatformFacts {
+    /// The `maxRetryCount` that means "retry for ever".
+    pub unlimited_max_retry_count: i64,
+    /// The smallest `maxRetryCount` the host takes.
+    pub smallest_max_retry_count: i64,
+    pub strategies: Vec<String>,
+    /// The exponential strategy's spread (r in [1 - x, 1 + x]).
+    pub exponential_randomization: f64,
+    /// The Kafka trigger commits a batch's offsets once the retry loop ends, failed or not.
+    pub commits_when_retries_end_in_failure: bool,
+}
+
+impl PlatformFacts {
+    pub fn load() -> PlatformFacts {
+        let path = repo_path("tests/fixtures/platform/retry-and-offsets.json");
+        let facts: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let policy = &facts["retry_policy"];
+        PlatformFacts {
+            unlimited_max_retry_count: policy["unlimited_max_retry_count"].as_i64().unwrap(),
+            smallest_max_retry_count: policy["smallest_max_retry_count"].as_i64().unwrap(),
+            strategies: policy["strategies"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s.as_str().unwrap().to_owned())
+                .collect(),
+            exponential_randomization: policy["exponential_randomization"].as_f64().unwrap(),
+            commits_when_retries_end_in_failure:
+                facts["kafka_trigger"]["offsets_committed_when_retries_end_in_failure"]
+                    .as_bool()
+                    .unwrap(),
+        }
+    }
+}
+
+/// A path in the repository.
+pub fn repo_path(relative: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(relative)
+}
+
+/// The delays of a retry strategy.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RetryStrategy {
+    FixedDelay(Duration),
+    ExponentialBackoff {
+        minimum: Duration,
+        maximum: Duration,
+    },
+}
+
+/// A function's retry policy (function.json `retry`) with the host's semantics.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RetryPolicy {
+    pub strategy: RetryStrategy,
+    /// `None`: retried for ever.
+    pub max_retries: Option<u32>,
+    pub randomization: f64,
+}
+
+impl RetryPolicy {
+    /// The policy of `function-defs/<function>/function.json`; `None` when it has none.
+    pub fn of_function(
+        function: &str,
+        facts: &PlatformFacts,
+    ) -> Result<Option<RetryPolicy>, String> {
+        let path = repo_path(&format!("function-defs/{function}/function.json"));
+        let text =
+            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let definition: Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+        RetryPolicy::from_definition(&definition, facts)
+    }
+
+    /// Reads a definition's `retry` as the host does; an error names what the host would refuse.
+    pub fn from_definition(
+        definition: &Value,
+        facts: &PlatformFacts,
+    ) -> Result<Option<RetryPolicy>, String> {
+        let Some(retry) = definition.get("retry") else {
+            return Ok(None);
+        };
+        let strategy = retry["strategy"]
+            .as_str()
+            .ok_or("retry.strategy is missing")?;
+        if !facts.strategies.iter().any(|s| s == strategy) {
+            return Err(format!("unknown retry strategy {strategy:?}"));
+        }
+        let count = retry["maxRetryCount"]
+            .as_i64()
+            .ok_or("retry.maxRetryCount is not an integer")?;
+        if count < facts.smallest_max_retry_count {
+            return Err(format!(
+                "maxRetryCount {count} is below {}",
+                facts.smallest_max_retry_count
+            ));
+        }
+        let max_retries = if count == facts.unlimited_max_retry_count {
+            None
+        } else {
+            Some(u32::try_from(count).map_err(|e| e.to_string())?)
+        };
+        let interval = |name: &str| -> Result<Duration, String> {
+            let text = retry[name]
+                .as_str()
+                .ok_or_else(|| format!("retry.{name} is missing"))?;
+            time_span(text).ok_or_else(|| format!("retry.{name} {text:?} is not hh:mm:ss"))
+        };
+        let strategy = if strategy == "fixedDelay" {
+            RetryStrategy::FixedDelay(interval("delayInterval")?)
+        } else {
+            let (minimum, maximum) = (interval("minimumInterval")?, interval("maximumInterval")?);
+            if minimum > maximum {
+                return Err("minimumInterval is above maximumInterval".to_owned());
+            }
+            RetryStrategy::ExponentialBackoff { minimum, maximum }
+        };
+        Ok(Some(RetryPolicy {
+            strategy,
+            max_retries,
+            randomization: facts.exponential_randomization,
+        }))
+    }
+
+    /// The waits before each retry of one invocation.
+    pub fn schedule(&self) -> RetrySchedule {
+        RetrySchedule {
+            policy: self.clone(),
+            retries: 0,
+            exponent: 0,
+            current: None,
+        }
+    }
+}
+
+/// The host's waits before the retries of one failed invocation. The exponential spread
+/// is taken at its middle (r = 1), so the schedule is deterministic.
+#[derive(Debug, Clone)]
+pub struct RetrySchedule {
+    policy: RetryPolicy,
+    retries: u32,
+    exponent: u32,
+    current: Option<Duration>,
+}
+
+impl RetrySchedule {
+    /// The wait before the next retry; `None` once the policy's retries are spent.
+    pub fn next_delay(&mut self) -> Option<Duration> {
+        if self
+            .policy
+            .max_retries
+            .is_some_and(|max| self.retries >= max)
+        {
+            return None;
+        }
+        self.retries += 1;
+        let delay = match self.policy.strategy {
+            RetryStrategy::FixedDelay(delay) => delay,
+            RetryStrategy::ExponentialBackoff { minimum, maximum } => {
+                if self.current == Some(maximum) {
+                    maximum
+                } else {
+                    let mut next = minimum;
+                    if self.exponent > 0 {
+                        next += minimum.mul_f64(2f64.powi(self.exponent as i32 - 1));
+                    }
+                    if next < maximum {
+                        self.exponent += 1;
+                    } else {
+                        next = maximum;
+                    }
+                    self.current = Some(next);
+                    next
+                }
+            }
+        };
+        Some(delay)
+    }
+
+    /// Retries made so far.
+    pub fn retries(&self) -> u32 {
+        self.retries
+    }
+}
+
+/// `hh:mm:ss` (optionally `d.hh:mm:ss` and fractional seconds), as .NET's TimeSpan reads it.
+fn time_span(text: &str) -> Option<Duration> {
+    let (days, clock) = match text.split_once('.') {
+        Some((d, rest)) if rest.contains(':') && !d.contains(':') => (d.parse::<u64>().ok()?, rest),
+        _ => (0, text),
+    };
+    let mut parts = clock.split(':');
+    let hours: u64 = parts.next()?.parse().ok()?;
+    let minutes: u64 = parts.next()?.parse().ok()?;
+    let seconds: f64 = parts.next()?.parse().ok()?;
+    if parts.next().is_some() || minutes > 59 || !(0.0..60.0).contains(&seconds) {
+        return None;
+    }
+    Some(
+        Duration::from_secs(days * 86_400 + hours * 3600 + minutes * 60)
+            + Duration::from_secs_f64(seconds),
+    )
+}
+
+#[cfg(test)]
+mod retry_tests {
+    use super::*;
+
+    fn facts() -> PlatformFacts {
+        PlatformFacts::load()
+    }
+
+    #[test]
+    fn exponential_waits_double_from_the_minimum_up_to_the_maximum() {
+        let definition = json!({"retry": {"strategy": "exponentialBackoff", "maxRetryCount": 5,
+            "minimumInterval": "00:00:02", "maximumInterval": "00:01:00"}});
+        let policy = RetryPolicy::from_definition(&definition, &facts())
+            .unwrap()
+            .unwrap();
+        let mut schedule = policy.schedule();
+        let waits: Vec<u64> = std::iter::from_fn(|| schedule.next_delay())
+            .map(|d| d.as_secs())
+            .collect();
+        assert_eq!(waits, vec![2, 4, 6, 10, 18]);
+    }
+
+    #[test]
+    fn minus_one_retries_for_ever_at_the_maximum() {
+        let definition = json!({"retry": {"strategy": "exponentialBackoff", "maxRetryCount": -1,
+            "minimumInterval": "00:00:02", "maximumInterval": "00:01:00"}});
+        let policy = RetryPolicy::from_definition(&definition, &facts())
+            .unwrap()
+            .unwrap();
+        assert_eq!(policy.max_retries, None);
+        let mut schedule = policy.schedule();
+        let waits: Vec<Duration> = (0..100).map_while(|_| schedule.next_delay()).collect();
+        assert_eq!(waits.len(), 100);
+        assert_eq!(waits[99], Duration::from_secs(60));
+    }
+
+    #[test]
+    fn what_the_host_refuses_is_refused() {
+        for retry in [
+            json!({"strategy": "linear", "maxRetryCount": 1, "delayInterval": "00:00:01"}),
+            json!({"strategy": "fixedDelay", "maxRetryCount": -2, "delayInterval": "00:00:01"}),
+            json!({"strategy": "fixedDelay", "maxRetryCount": 1, "delayInterval": "5s"}),
+            json!({"strategy": "exponentialBackoff", "maxRetryCount": 1,
+                   "minimumInterval": "00:01:00", "maximumInterval": "00:00:02"}),
+        ] {
+            assert!(
+                RetryPolicy::from_definition(&json!({ "retry": retry }), &facts()).is_err(),
+                "{retry}"
+            );
+        }
+    }
+}

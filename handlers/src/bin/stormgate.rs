@@ -1,4 +1,4 @@
-//! The `stormgate` command line: train, simulate, load test, replay, dead letters.
+//! The `stormgate` command line: train, simulate, load test, replay, dead letters, soak.
 //!
 //! Each subcommand lives in its own module under `stormgate_handlers::cli`.
 
@@ -28,6 +28,8 @@ enum Command {
     Replay(cli::replay::ReplayArgs),
     /// List the events `classify` dead-lettered, or re-submit them through ingest.
     DeadLetters(cli::dead_letters::DeadLettersArgs),
+    /// Weeks of tickets on virtual time into an empty Redis: the memory retention holds it to.
+    Soak(cli::soak::SoakArgs),
 }
 
 #[tokio::main]
@@ -37,6 +39,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Simulate(args) => cli::simulate::run(args).await,
         Command::Loadtest(args) => cli::loadtest::run(args).await,
         Command::DeadLetters(args) => cli::dead_letters::run(args).await,
+        Command::Soak(args) => cli::soak::run_soak(args).await,
         // The replay runs its own single-threaded runtime on virtual time.
         Command::Replay(args) => std::thread::spawn(move || cli::replay::run(args))
             .join()

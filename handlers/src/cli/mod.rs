@@ -4,4 +4,5 @@ pub mod dead_letters;
 pub mod loadtest;
 pub mod replay;
 pub mod simulate;
+pub mod soak;
 pub mod train;

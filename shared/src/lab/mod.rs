@@ -8,5 +8,6 @@ pub mod report;
 pub mod rng;
 pub mod scenario;
 pub mod simulator;
+pub mod soak;
 pub mod trace;
 pub mod virtual_time;

@@ -296,8 +296,9 @@ impl Rig {
     }
 
     /// Delivers the range to `classify` as the host does under the function's retry
-    /// policy (function.json: up to 5 retries; here without the waits): again until an
-    /// invocation succeeds. Returns its `ReturnValue`.
+    /// policy (function.json: without limit; here without the waits, and at most six
+    /// times, which these tests' short faults never exceed): again until an invocation
+    /// succeeds. Returns its `ReturnValue`. `faults_outage.rs` follows the policy itself.
     pub async fn classify_retrying(&mut self, range: std::ops::Range<usize>) -> Value {
         for _ in 0..=5 {
             let answer = self
