@@ -80,8 +80,8 @@ fn a_servicenow_list_export_keeps_its_text_display_values_and_journal() {
     let last = tickets.last().unwrap();
     assert_eq!(last.state, TicketState::Resolved);
     assert_eq!(tickets[1].parent.as_deref(), Some("INC0100001"));
-    // Recorded 06:02:11 → 07:40:00 at 60×: the last event 97.8 s after the start.
-    assert_eq!(h.events.last().unwrap().at(), EpochMillis(START.0 + 97_815));
+    // Recorded 06:02:11 → 07:40:00 at 60×: the last event 5,869 s / 60 after the start.
+    assert_eq!(h.events.last().unwrap().at(), EpochMillis(START.0 + 97_816));
     assert_eq!(h.report.recorded_from, "2026-01-12 06:02:11");
 }
 

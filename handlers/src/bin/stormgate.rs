@@ -1,4 +1,4 @@
-//! The `stormgate` command line: train, simulate, load test, replay, dead letters.
+//! The `stormgate` command line: train, simulate, load test, replay, plan, dead letters.
 //!
 //! Each subcommand lives in its own module under `stormgate_handlers::cli`.
 
@@ -26,6 +26,8 @@ enum Command {
     Loadtest(cli::loadtest::LoadtestArgs),
     /// Replay a storm through the naive design and stormgate, on virtual time.
     Replay(cli::replay::ReplayArgs),
+    /// Search the premium and standard TPM quotas for the cheapest pair that meets the SLOs.
+    Plan(cli::plan::PlanArgs),
     /// List the events `classify` dead-lettered, or re-submit them through ingest.
     DeadLetters(cli::dead_letters::DeadLettersArgs),
 }
@@ -41,5 +43,9 @@ async fn main() -> anyhow::Result<()> {
         Command::Replay(args) => std::thread::spawn(move || cli::replay::run(args))
             .join()
             .map_err(|_| anyhow::anyhow!("the replay thread panicked"))?,
+        // Its points run on threads of their own, each with its own runtime.
+        Command::Plan(args) => std::thread::spawn(move || cli::plan::run(args))
+            .join()
+            .map_err(|_| anyhow::anyhow!("the plan thread panicked"))?,
     }
 }

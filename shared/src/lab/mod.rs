@@ -4,6 +4,7 @@
 //! `stormgate simulate`).
 
 pub mod history;
+pub mod plan;
 pub mod replay;
 pub mod report;
 pub mod rng;
