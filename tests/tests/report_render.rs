@@ -74,8 +74,11 @@ for (const f of document.querySelectorAll('figure.chart')) {
     return {s: t.textContent.trim(), x: (r.left + r.right) / 2 - box.left, y: (r.top + r.bottom) / 2 - box.top, w: r.width, h: r.height};
   });
   const numeric = texts.filter(t => /^[-$]?[\d,.]+$/.test(t.s) && t.w > 0);
-  const x = texts.find(t => t.s === f.dataset.xLabel);
-  const y = texts.find(t => t.s === f.dataset.yLabel);
+  // A title may repeat an axis's words: the axis label is the one placed as one.
+  const xs = texts.filter(t => t.s === f.dataset.xLabel);
+  const x = xs.find(t => t.y > box.height * 0.8) || xs[0];
+  const ys = texts.filter(t => t.s === f.dataset.yLabel);
+  const y = ys.find(t => t.h > t.w) || ys[0];
   out.push({
     title: (svg.querySelector('text') || {}).textContent || '',
     x_label: f.dataset.xLabel, y_label: f.dataset.yLabel,
@@ -152,7 +155,7 @@ async fn the_html_report_has_verdicts_tables_and_charts_with_labelled_axes_in_ch
     let texts = |title: &str| -> Vec<String> {
         charts
             .iter()
-            .find(|c| c["title"].as_str().unwrap().starts_with(title))
+            .find(|c| c["title"].as_str().unwrap().trim().starts_with(title))
             .unwrap_or_else(|| panic!("no chart {title}"))["texts"]
             .as_array()
             .unwrap()
