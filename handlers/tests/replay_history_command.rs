@@ -84,7 +84,10 @@ fn month_first_dates_are_refused_until_the_order_is_given() {
         &["--date-order", "month-first"],
     ));
     assert_eq!(r["scenario"]["history"]["events"], 3);
-    assert_eq!(r["scenario"]["history"]["recorded_from"], "2016-03-04 09:15:00");
+    assert_eq!(
+        r["scenario"]["history"]["recorded_from"],
+        "2016-03-04 09:15:00"
+    );
 }
 
 #[test]

@@ -58,7 +58,10 @@ fn a_servicenow_list_export_keeps_its_text_display_values_and_journal() {
     assert_eq!(fibre.state, TicketState::InProgress);
     assert_eq!(fibre.impact, Some(Level::High));
     assert_eq!(fibre.id.as_str(), "6f1a2b3c4d5e6f708192a3b4c5d6e7f8");
-    assert_eq!(fibre.short_description, "Fibre cut north ring: 14 sites dark");
+    assert_eq!(
+        fibre.short_description,
+        "Fibre cut north ring: 14 sites dark"
+    );
     assert!(fibre.description.contains("span NR-7"));
     let journal: Vec<&str> = fibre.log.iter().map(|l| l.text.as_str()).collect();
     assert!(
@@ -66,7 +69,9 @@ fn a_servicenow_list_export_keeps_its_text_display_values_and_journal() {
         "{journal:?}"
     );
     assert!(
-        journal.iter().any(|t| t.contains("north ring are affected")),
+        journal
+            .iter()
+            .any(|t| t.contains("north ring are affected")),
         "{journal:?}"
     );
     // No sys_mod_count: the fibre ticket's two rows become versions 0 and 1, in time order.
@@ -141,12 +146,7 @@ fn an_impossible_date_skips_its_row_with_the_line_number_and_the_rest_replays() 
 
 #[test]
 fn month_first_dates_that_no_row_disambiguates_are_refused_unless_the_order_is_given() {
-    let err = read_history(
-        fixture("us_order_dates.csv").as_slice(),
-        "us",
-        &options(),
-    )
-    .unwrap_err();
+    let err = read_history(fixture("us_order_dates.csv").as_slice(), "us", &options()).unwrap_err();
     match &err {
         HistoryError::AmbiguousDates { row, value } => {
             assert_eq!(*row, RowRef::Line(2));
@@ -263,7 +263,8 @@ fn a_renamed_column_is_read_through_the_mapping_and_a_missing_one_is_named() {
 
 #[test]
 fn a_file_with_no_usable_row_says_why_row_by_row() {
-    let text = "number,sys_updated_on,priority\nINC1,yesterday,2\nINC2,2026-01-12 06:00:00,urgent\n";
+    let text =
+        "number,sys_updated_on,priority\nINC1,yesterday,2\nINC2,2026-01-12 06:00:00,urgent\n";
     let message = read_history(text.as_bytes(), "bad", &options())
         .unwrap_err()
         .to_string();

@@ -99,7 +99,11 @@ document.body.setAttribute('data-check', JSON.stringify(out));
 /// Each chart as Chromium laid it out.
 fn measured_charts(html: &str, dir: &Path, name: &str) -> (String, Vec<serde_json::Value>) {
     let page = dir.join(format!("{name}.html"));
-    std::fs::write(&page, html.replace("</body>", &format!("{CHECK_SCRIPT}</body>"))).unwrap();
+    std::fs::write(
+        &page,
+        html.replace("</body>", &format!("{CHECK_SCRIPT}</body>")),
+    )
+    .unwrap();
     let dom = headless(&page, &dir.join(format!("profile-{name}")), &["--dump-dom"]);
     let start = dom.find("data-check=\"").expect("the check script ran") + "data-check=\"".len();
     let end = start + dom[start..].find('"').unwrap();
@@ -137,9 +141,12 @@ async fn the_html_report_has_verdicts_tables_and_charts_with_labelled_axes_in_ch
 
     // A verdict line per policy, first thing under the title.
     for policy in ["naive", "stormgate"] {
-        let verdict = ["met\">{p}: MEETS the SLOs (", "missed\">{p}: MISSES the SLOs: "]
-            .iter()
-            .any(|v| dom.contains(&format!("class=\"verdict {}", v.replace("{p}", policy))));
+        let verdict = [
+            "met\">{p}: MEETS the SLOs (",
+            "missed\">{p}: MISSES the SLOs: ",
+        ]
+        .iter()
+        .any(|v| dom.contains(&format!("class=\"verdict {}", v.replace("{p}", policy))));
         assert!(verdict, "no verdict line for {policy}");
     }
     assert!(dom.find("class=\"verdict").unwrap() < dom.find("<table").unwrap());
@@ -209,7 +216,11 @@ fn the_plan_page_names_the_cheapest_quotas_and_labels_its_frontier_axes_in_chrom
         },
         cost_usd: cost,
         meets_slos: meets,
-        missed: if meets { vec![] } else { vec!["P1 LLM summary p95 90 s (needs ≤ 30 s)".into()] },
+        missed: if meets {
+            vec![]
+        } else {
+            vec!["P1 LLM summary p95 90 s (needs ≤ 30 s)".into()]
+        },
         p1_llm_p95_seconds: Some(p95),
         p2_llm_p95_seconds: Some(p95 + 2.0),
         long_tail_llm_share: 0.9,
@@ -237,7 +248,9 @@ fn the_plan_page_names_the_cheapest_quotas_and_labels_its_frontier_axes_in_chrom
     );
     let dir = tempfile::tempdir().unwrap();
     let (dom, charts) = measured_charts(&plan_html(&plan), dir.path(), "plan");
-    assert!(dom.contains("cheapest quotas meeting the SLOs: premium 20,000 TPM, standard 120,000 TPM"));
+    assert!(
+        dom.contains("cheapest quotas meeting the SLOs: premium 20,000 TPM, standard 120,000 TPM")
+    );
     assert!(dom.contains("(cheapest)"));
     assert_eq!(charts.len(), 2, "{charts:#?}");
     assert_labelled_axes(&charts);

@@ -20,11 +20,10 @@ impl Bars {
             ProgressDrawTarget::stderr()
         };
         let multi = MultiProgress::with_draw_target(target);
-        let style = ProgressStyle::with_template(
-            "{prefix:>10} [{bar:30}] {percent:>3}% {msg} ({elapsed})",
-        )
-        .unwrap_or_else(|_| ProgressStyle::default_bar())
-        .progress_chars("=> ");
+        let style =
+            ProgressStyle::with_template("{prefix:>10} [{bar:30}] {percent:>3}% {msg} ({elapsed})")
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> ");
         let bars = names
             .iter()
             .map(|name| {

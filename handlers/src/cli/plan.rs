@@ -123,9 +123,8 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
     let mut results: Vec<(usize, PlanPoint)> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..threads.min(points.len().max(1)))
             .map(|_| {
-                let (scenario, trace, options, points, next, done, bars) = (
-                    &scenario, &trace, &options, &points, &next, &done, &bars,
-                );
+                let (scenario, trace, options, points, next, done, bars) =
+                    (&scenario, &trace, &options, &points, &next, &done, &bars);
                 scope.spawn(move || -> anyhow::Result<Vec<(usize, PlanPoint)>> {
                     let runtime = tokio::runtime::Builder::new_current_thread()
                         .enable_all()

@@ -453,7 +453,11 @@ fn draw_scatter(
             .label(format!("{label}, meets the SLOs"))
             .legend(move |(x, y)| Circle::new((x + 8, y), 5, color.filled()));
         chart
-            .draw_series(missed.iter().map(|&c| Circle::new(c, 5, color.stroke_width(1))))
+            .draw_series(
+                missed
+                    .iter()
+                    .map(|&c| Circle::new(c, 5, color.stroke_width(1))),
+            )
             .map_err(|e| err(&e))?
             .label(format!("{label}, misses them"))
             .legend(move |(x, y)| Circle::new((x + 8, y), 5, color.stroke_width(1)));
@@ -527,7 +531,11 @@ pub fn plan_html(plan: &PlanReport) -> String {
                 .map(|h| h.file.clone())
                 .unwrap_or_else(|| plan.scenario.name.clone())
         ),
-        if plan.cheapest.is_some() { "met" } else { "missed" },
+        if plan.cheapest.is_some() {
+            "met"
+        } else {
+            "missed"
+        },
         escape(&plan.verdict())
     );
     // The grid: premium quotas down, standard across, cost and verdict in each cell.
@@ -622,8 +630,14 @@ pub fn plan_html(plan: &PlanReport) -> String {
             ("P2", &|p: &PlanPoint| p.p2_llm_p95_seconds),
         ],
         &[
-            (format!("P1 deadline {:.0} s", plan.slo.p1_seconds), plan.slo.p1_seconds),
-            (format!("P2 deadline {:.0} s", plan.slo.p2_seconds), plan.slo.p2_seconds),
+            (
+                format!("P1 deadline {:.0} s", plan.slo.p1_seconds),
+                plan.slo.p1_seconds,
+            ),
+            (
+                format!("P2 deadline {:.0} s", plan.slo.p2_seconds),
+                plan.slo.p2_seconds,
+            ),
         ],
     ));
     body.push_str(&scatter(
@@ -723,7 +737,10 @@ mod tests {
         let s = Scenario::seed_storm().unwrap_or_else(|e| panic!("{e}"));
         let g = PlanGrid::around(&s, 5, 0.5, 2.0);
         assert_eq!(g.premium_tpm, vec![10_000, 14_000, 20_000, 28_000, 40_000]);
-        assert_eq!(g.standard_tpm, vec![60_000, 85_000, 120_000, 170_000, 240_000]);
+        assert_eq!(
+            g.standard_tpm,
+            vec![60_000, 85_000, 120_000, 170_000, 240_000]
+        );
         assert_eq!(g.points().len(), 25);
     }
 }

@@ -29,10 +29,10 @@ use crate::classifier::Classifier;
 use crate::clock::{Clock, EpochMillis};
 use crate::dispatch_policy::DispatchConfig;
 use crate::dispatcher::{DispatchContext, dispatch_once};
+use crate::event::parse_event;
 use crate::governor::{
     DeploymentBudget, DeploymentName, Governor, GovernorPolicy, Ledger, MemoryLedger,
 };
-use crate::event::parse_event;
 use crate::ingest::{IngestContext, IngestPolicy, RawEvent, classify_batch, prepare};
 use crate::job::{JobId, SummaryKind, Tier};
 use crate::lab::scenario::{Scenario, ScenarioError};
@@ -249,7 +249,13 @@ pub async fn replay_trace(
     options: &ReplayOptions,
     progress: Progress<'_>,
 ) -> Result<Vec<PolicyRun>, ReplayError> {
-    replay_prepared(scenario, Arc::new(PreparedTrace::lazy(trace)), options, progress).await
+    replay_prepared(
+        scenario,
+        Arc::new(PreparedTrace::lazy(trace)),
+        options,
+        progress,
+    )
+    .await
 }
 
 /// Runs every policy of `options` on a trace whose ingest may have been computed
@@ -451,7 +457,8 @@ async fn close_open_jobs(store: &dyn Store, recorder: &Shared<Recorder>) {
             .iter()
             .filter_map(|(sys_id, number)| {
                 let t = r.tickets.get(number)?;
-                (!t.open_jobs.is_empty()).then(|| (sys_id.clone(), number.clone(), t.open_jobs.clone()))
+                (!t.open_jobs.is_empty())
+                    .then(|| (sys_id.clone(), number.clone(), t.open_jobs.clone()))
             })
             .collect()
     };
@@ -465,7 +472,9 @@ async fn close_open_jobs(store: &dyn Store, recorder: &Shared<Recorder>) {
             };
             let queued = store.job_exists(&id).await.unwrap_or(true);
             let mut r = recorder.borrow_mut();
-            let Some(t) = r.tickets.get_mut(&number) else { continue };
+            let Some(t) = r.tickets.get_mut(&number) else {
+                continue;
+            };
             if queued {
                 if t.still_queued.is_none_or(|(since, _)| queued_at < since) {
                     t.still_queued = Some((queued_at, severity));

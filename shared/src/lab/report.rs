@@ -412,7 +412,9 @@ fn summary_rows(report: &Report) -> Rows {
         });
     }
     row("cost (USD)".into(), &|p| format!("{:.2}", p.cost_usd));
-    row("summaries premium".into(), &|p| thousands(p.summaries.premium));
+    row("summaries premium".into(), &|p| {
+        thousands(p.summaries.premium)
+    });
     row("summaries standard".into(), &|p| {
         thousands(p.summaries.standard)
     });
@@ -422,9 +424,10 @@ fn summary_rows(report: &Report) -> Rows {
     row("tickets without a summary".into(), &|p| {
         thousands(p.summaries.none)
     });
-    row("technician jobs cancelled (resolved or replaced)".into(), &|p| {
-        thousands(p.cancelled_jobs)
-    });
+    row(
+        "technician jobs cancelled (resolved or replaced)".into(),
+        &|p| thousands(p.cancelled_jobs),
+    );
     rows
 }
 
@@ -466,14 +469,12 @@ fn severity_rows(report: &Report, sev: Severity) -> Rows {
             .map(|x| format!("{x:.0}"))
             .unwrap_or_else(dash)
     });
-    row("max wait as queued / bound (s)", &|p| {
-        match (
-            p.max_wait_by_queued_severity_seconds.get(k),
-            p.wait_bound_seconds.get(k),
-        ) {
-            (Some(w), Some(b)) => format!("{w:.0} / {b:.0}"),
-            _ => dash(),
-        }
+    row("max wait as queued / bound (s)", &|p| match (
+        p.max_wait_by_queued_severity_seconds.get(k),
+        p.wait_bound_seconds.get(k),
+    ) {
+        (Some(w), Some(b)) => format!("{w:.0} / {b:.0}"),
+        _ => dash(),
     });
     rows
 }
@@ -826,13 +827,23 @@ pub fn html(report: &Report) -> String {
             sev_rows.push((format!("{sev} {label}"), values));
         }
     }
-    body.push_str(&html_table("By severity (ServiceNow's priority)", &head, &sev_rows));
+    body.push_str(&html_table(
+        "By severity (ServiceNow's priority)",
+        &head,
+        &sev_rows,
+    ));
     for p in &report.policies {
         if let Some(i) = &p.ingest {
             let mut rows: Rows = vec![
                 ("accepted".into(), vec![thousands(i.accepted)]),
-                ("duplicate or stale".into(), vec![thousands(i.duplicate_or_stale)]),
-                ("rejected (dead-lettered)".into(), vec![thousands(i.rejected)]),
+                (
+                    "duplicate or stale".into(),
+                    vec![thousands(i.duplicate_or_stale)],
+                ),
+                (
+                    "rejected (dead-lettered)".into(),
+                    vec![thousands(i.rejected)],
+                ),
             ];
             rows.extend(
                 i.rejected_by_reason

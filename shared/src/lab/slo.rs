@@ -103,7 +103,10 @@ pub fn verdict(p: &PolicyReport, slo: &Slo) -> Verdict {
         bound: "0".into(),
         met: p.summaries.none == 0,
     }];
-    for (severity, bound) in [(Severity::P1, slo.p1_seconds), (Severity::P2, slo.p2_seconds)] {
+    for (severity, bound) in [
+        (Severity::P1, slo.p1_seconds),
+        (Severity::P2, slo.p2_seconds),
+    ] {
         let tickets = p.tickets_by_severity.get(severity.as_str()).copied();
         let p95 = p.llm_summary_seconds.get(severity.as_str()).map(|x| x.p95);
         let (measured, met) = match (p95, tickets) {
