@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::governor::{GovernorPolicy, Headroom};
 use crate::lab::replay::{PolicyName, PreparedTrace, ReplayError, ReplayOptions, replay_prepared};
-use crate::lab::report::{PolicyReport, Report, ScenarioInfo, SummaryCounts};
+use crate::lab::report::{PolicyReport, Report, ScenarioInfo, SummaryCounts, thousands};
 use crate::lab::scenario::Scenario;
 use crate::lab::slo::Slo;
 use crate::severity::Severity;
@@ -291,18 +291,6 @@ fn dominates(a: &PlanPoint, b: &PlanPoint) -> bool {
     no_worse && better
 }
 
-fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
 fn seconds(v: Option<f64>) -> String {
     v.map(|v| format!("{v:.0} s")).unwrap_or_else(|| "–".into())
 }
@@ -313,7 +301,7 @@ pub fn plan_table(plan: &PlanReport) -> String {
     let _ = writeln!(out, "{}", plan.verdict());
     let _ = writeln!(
         out,
-        "{:>12} {:>12} {:>8} {:>9} {:>6} {:>8} {:>8} {:>9} {:>8}  {}",
+        "{:>12} {:>12} {:>8} {:>9} {:>6} {:>8} {:>8} {:>9} {:>8}  missed",
         "premium TPM",
         "standard TPM",
         "headroom",
@@ -323,7 +311,6 @@ pub fn plan_table(plan: &PlanReport) -> String {
         "P2 p95",
         "long tail",
         "frontier",
-        "missed"
     );
     for (i, p) in plan.points.iter().enumerate() {
         let _ = writeln!(
@@ -365,12 +352,15 @@ fn escape(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
+/// A named measure of a point, charted against its cost.
+type Metric<'a> = (&'a str, &'a dyn Fn(&PlanPoint) -> Option<f64>);
+
 /// A scatter of the points against cost, drawn by `plotters` as inline SVG.
 fn scatter(
     plan: &PlanReport,
     title: &str,
     y_label: &str,
-    series: &[(&str, &dyn Fn(&PlanPoint) -> Option<f64>)],
+    series: &[Metric<'_>],
     references: &[(String, f64)],
 ) -> String {
     let mut svg = String::new();
@@ -391,7 +381,7 @@ fn draw_scatter(
     plan: &PlanReport,
     title: &str,
     y_label: &str,
-    series: &[(&str, &dyn Fn(&PlanPoint) -> Option<f64>)],
+    series: &[Metric<'_>],
     references: &[(String, f64)],
     out: &mut String,
 ) -> Result<(), String> {

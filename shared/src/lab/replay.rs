@@ -156,7 +156,7 @@ pub struct TicketTrack {
     pub still_queued: Option<(EpochMillis, Severity)>,
     /// Technician jobs queued and not yet seen leave: version, queued at, severity.
     #[serde(skip)]
-    open_jobs: Vec<(u64, EpochMillis, Severity)>,
+    open_jobs: Vec<OpenJob>,
 }
 
 impl TicketTrack {
@@ -171,6 +171,9 @@ impl TicketTrack {
         }
     }
 }
+
+/// A technician job queued and not yet seen leave: version, queued at, severity.
+type OpenJob = (u64, EpochMillis, Severity);
 
 /// One sample of the gauges.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -451,7 +454,7 @@ async fn run_policy(
 /// Technician jobs not seen leave the queue: still queued (they waited until the end of
 /// the run), or cancelled by a newer version or a resolution (they waited for nothing).
 async fn close_open_jobs(store: &dyn Store, recorder: &Shared<Recorder>) {
-    let open: Vec<(String, String, Vec<(u64, EpochMillis, Severity)>)> = {
+    let open: Vec<(String, String, Vec<OpenJob>)> = {
         let r = recorder.borrow();
         r.numbers
             .iter()
@@ -957,7 +960,7 @@ fn prepare_event(e: &TraceEvent, seed: u64, ctx: &IngestContext<'_>, now: EpochM
         .map_err(|rejection| rejection.to_string())
         .and_then(|ticket| prepare(ticket, ctx, now))
     {
-        Ok(record) => Prepared::Record(record),
+        Ok(record) => Prepared::Record(Box::new(record)),
         Err(reason) => Prepared::Rejected { reason },
     }
 }
@@ -965,7 +968,7 @@ fn prepare_event(e: &TraceEvent, seed: u64, ctx: &IngestContext<'_>, now: EpochM
 /// What ingest made of one event.
 #[derive(Debug, Clone)]
 pub enum Prepared {
-    Record(IngestRecord),
+    Record(Box<IngestRecord>),
     Rejected { reason: String },
 }
 

@@ -379,11 +379,12 @@ fn policy_report(run: &PolicyRun, prices: &BTreeMap<&str, (f64, f64)>) -> Policy
 /// Rows of figures, one value per policy: the terminal table and the HTML tables.
 type Rows = Vec<(String, Vec<String>)>;
 
-fn thousands(n: u64) -> String {
+/// `1068730` as `1,068,730`.
+pub fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);

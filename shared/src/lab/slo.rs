@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::deadline_policy::DeadlinePolicy;
 use crate::job::SummaryKind;
-use crate::lab::report::PolicyReport;
+use crate::lab::report::{PolicyReport, thousands};
 use crate::severity::Severity;
 
 /// The levels checked.
@@ -83,23 +83,11 @@ impl Verdict {
     }
 }
 
-fn count(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
 /// Judges one policy's figures.
 pub fn verdict(p: &PolicyReport, slo: &Slo) -> Verdict {
     let mut checks = vec![Check {
         name: "tickets without a summary".into(),
-        measured: count(p.summaries.none),
+        measured: thousands(p.summaries.none),
         bound: "0".into(),
         met: p.summaries.none == 0,
     }];
@@ -110,7 +98,7 @@ pub fn verdict(p: &PolicyReport, slo: &Slo) -> Verdict {
         let tickets = p.tickets_by_severity.get(severity.as_str()).copied();
         let p95 = p.llm_summary_seconds.get(severity.as_str()).map(|x| x.p95);
         let (measured, met) = match (p95, tickets) {
-            (Some(v), _) => (format!("{v:.0} s"), v <= bound),
+            (Some(v), _) => (format!("{} s", thousands(v.round() as u64)), v <= bound),
             // No ticket of this severity: nothing to be late.
             (None, Some(0) | None) => ("no tickets".to_owned(), true),
             (None, Some(_)) => ("none summarized".to_owned(), false),
@@ -129,13 +117,13 @@ pub fn verdict(p: &PolicyReport, slo: &Slo) -> Verdict {
         .sum();
     checks.push(Check {
         name: format!("P1–{} tickets without an LLM summary", slo.llm_up_to),
-        measured: count(missing),
+        measured: thousands(missing),
         bound: "0".into(),
         met: missing == 0,
     });
     checks.push(Check {
         name: "HTTP 429s".into(),
-        measured: count(p.http_429),
+        measured: thousands(p.http_429),
         bound: "0".into(),
         met: p.http_429 == 0,
     });
@@ -151,9 +139,9 @@ mod tests {
 
     #[test]
     fn thousands_are_grouped() {
-        assert_eq!(count(0), "0");
-        assert_eq!(count(999), "999");
-        assert_eq!(count(1_068_730), "1,068,730");
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1_068_730), "1,068,730");
     }
 
     #[test]
