@@ -585,10 +585,10 @@ fn note(map: &mut BTreeMap<String, Skipped>, reason: &str, at: RowRef, detail: &
 }
 
 fn clip(s: &str) -> String {
-    if s.chars().count() <= 80 {
+    if s.chars().count() <= 160 {
         s.to_owned()
     } else {
-        format!("{}...", s.chars().take(80).collect::<String>())
+        format!("{}...", s.chars().take(160).collect::<String>())
     }
 }
 
