@@ -262,6 +262,21 @@ fn a_renamed_column_is_read_through_the_mapping_and_a_missing_one_is_named() {
 }
 
 #[test]
+fn a_time_scale_that_is_not_a_usable_number_is_refused() {
+    let text = "number,sys_updated_on,priority\nINC1,2026-01-12 06:00:00,2\n";
+    for scale in [0.0, -1.0, f64::NAN, f64::INFINITY, 1e-9] {
+        let o = HistoryOptions {
+            time_scale: scale,
+            ..options()
+        };
+        assert!(matches!(
+            read_history(text.as_bytes(), "t", &o),
+            Err(HistoryError::BadTimeScale(_))
+        ));
+    }
+}
+
+#[test]
 fn a_file_with_no_usable_row_says_why_row_by_row() {
     let text =
         "number,sys_updated_on,priority\nINC1,yesterday,2\nINC2,2026-01-12 06:00:00,urgent\n";

@@ -205,7 +205,7 @@ pub enum HistoryError {
         month_row: RowRef,
         month_value: String,
     },
-    #[error("the time scale must be a positive number, got {0}")]
+    #[error("the time scale must be a number of at least 0.001, got {0}")]
     BadTimeScale(f64),
     #[error("the history has no usable rows ({rows} read){}", skipped_text(.skipped))]
     Empty {
@@ -232,6 +232,9 @@ pub struct Skipped {
     /// Up to [`EXAMPLES`] of them: `line 4: "31/2/2016 25:10"`.
     pub examples: Vec<String>,
 }
+
+/// The slowest replay: a thousand times slower than recorded.
+pub const MIN_TIME_SCALE: f64 = 0.001;
 
 /// How many rows are named per reason.
 pub const EXAMPLES: usize = 5;
@@ -339,7 +342,8 @@ pub fn read_history(
     file: &str,
     options: &HistoryOptions,
 ) -> Result<History, HistoryError> {
-    if !(options.time_scale.is_finite() && options.time_scale > 0.0) {
+    // Below 1/1000 a long history would stretch past what the replay's clock can hold.
+    if !(options.time_scale.is_finite() && options.time_scale >= MIN_TIME_SCALE) {
         return Err(HistoryError::BadTimeScale(options.time_scale));
     }
     for field in options.columns.keys() {
