@@ -344,8 +344,7 @@ fn binding_table_is_the_bundles_kafka_extension_and_matches_host_json() {
     let text = std::fs::read_to_string(defs_dir().join("../host.json")).unwrap();
     let host: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(
-        table["extension_bundle"]["range"],
-        host["extensionBundle"]["version"],
+        table["extension_bundle"]["range"], host["extensionBundle"]["version"],
         "the table must be re-extracted for the bundle range host.json asks for"
     );
     assert_eq!(
@@ -378,7 +377,11 @@ fn binding_rule_refuses_a_misspelt_property_and_a_wrongly_typed_value() {
     notifications["enableIdempotence"] = Value::from("true");
     let problems = binding_problems(&table, "classify", &notifications);
     assert_eq!(problems.len(), 2, "{problems:?}");
-    assert!(problems.iter().any(|p| p.contains("`authMode` is not a property")));
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("`authMode` is not a property"))
+    );
     assert!(problems.iter().any(|p| p.contains("is not a boolean")));
     let mut timer = trigger_binding("dispatch");
     timer["authLevel"] = Value::from("function");

@@ -28,6 +28,9 @@ resource cluster 'Microsoft.Cache/redisEnterprise@2025-07-01' = {
   }
   properties: {
     minimumTlsVersion: '1.2'
+    // Required at 2025-07-01 (Bicep type index, Microsoft.Cache/redisEnterprise ClusterCreateProperties:
+    // "publicNetworkAccess: 'Disabled' | 'Enabled' (Required) ... Only 'Enabled' or 'Disabled' can be set").
+    publicNetworkAccess: 'Enabled'
   }
 }
 

@@ -2,7 +2,8 @@
 //! handler knows, the governor's budgets equal the deployed capacity, the tiers deploy different models, role
 //! ids are the documented built-in ones, no secret lives in a default or a parameter file, every setting and
 //! queue the function definitions use is deployed, modules get exactly their parameters, and API versions are
-//! stable. Every rule is also shown rejecting a broken fixture
+//! stable, and every resource has the shape Azure's published type definition gives its type at its API
+//! version (`tests/fixtures/platform/arm-resource-types.json`). Every rule is also shown rejecting a broken fixture
 //! from `tests/fixtures/infra/`.
 
 mod infra_rules;
@@ -18,6 +19,7 @@ use infra_rules::model_deployments::{
     check_distinct_models, check_shared_source, check_tier_settings, tiers,
 };
 use infra_rules::module_params::check_module_calls;
+use infra_rules::resource_types::{TypeIndex, check_resource_types, declared_resource_types};
 use infra_rules::roles::check_roles;
 use infra_rules::secrets::{check_param_file, check_template};
 use infra_rules::syntax::syntax_problems;
@@ -29,6 +31,10 @@ fn infra_file(relative: &str) -> anyhow::Result<BicepFile> {
 
 fn fixture(name: &str) -> anyhow::Result<BicepFile> {
     BicepFile::read(&fixtures_dir().join(name))
+}
+
+fn type_index() -> anyhow::Result<TypeIndex> {
+    TypeIndex::load(&fixtures_dir().join("../platform/arm-resource-types.json"))
 }
 
 fn param_files() -> anyhow::Result<Vec<BicepFile>> {
@@ -176,6 +182,64 @@ fn module_rule_rejects_a_misspelt_and_a_missing_parameter() -> anyhow::Result<()
     assert!(found[0].contains("no parameter `tag`"), "{found:?}");
     assert!(found[1].contains("needs parameter `tags`"), "{found:?}");
     assert!(found[2].contains("needs parameter `name`"), "{found:?}");
+    Ok(())
+}
+
+// ---- resource types against Azure's published definitions ------------------------------------------------
+
+#[test]
+fn every_resource_has_the_shape_its_published_type_gives_it() -> anyhow::Result<()> {
+    let index = type_index()?;
+    let mut violations = Vec::new();
+    let mut checked = 0;
+    for file in read_all(&infra_dir())? {
+        checked += declared_resource_types(&file).len();
+        violations.extend(check_resource_types(&file, &index));
+    }
+    assert!(checked >= 25, "only {checked} resources declared");
+    let found = messages(&violations, |v| &v.0);
+    assert_eq!(found, Vec::<String>::new());
+    Ok(())
+}
+
+#[test]
+fn type_index_holds_exactly_the_resource_types_infra_declares() -> anyhow::Result<()> {
+    let index = type_index()?;
+    let mut declared: Vec<String> = read_all(&infra_dir())?
+        .iter()
+        .flat_map(declared_resource_types)
+        .collect();
+    declared.sort();
+    declared.dedup();
+    let mut indexed = index.resource_types();
+    indexed.sort();
+    assert_eq!(
+        indexed, declared,
+        "re-run scripts/platform/extract_arm_types.py against github.com/Azure/bicep-types-az"
+    );
+    assert!(index.source_commit().is_some_and(|c| c.len() == 40));
+    Ok(())
+}
+
+#[test]
+fn resource_type_rule_rejects_missing_unknown_read_only_and_mistyped_properties()
+-> anyhow::Result<()> {
+    let found = messages(
+        &check_resource_types(&fixture("resource_types.bicep")?, &type_index()?),
+        |v| &v.0,
+    );
+    let expected = [
+        "redisEnterprise@2025-07-01 properties: required property `publicNetworkAccess` is missing",
+        "properties.sku.name: 'Standard' is none of [\"premium\", \"standard\"]",
+        "`enableRbacAuthorisation` is not a property of the type",
+        "properties.customerId: is read-only",
+        "properties.value: an object where the type wants string",
+        "Microsoft.Web/staticSites@2024-04-01 is not in the type index",
+    ];
+    for part in expected {
+        assert!(found.iter().any(|m| m.contains(part)), "{part}: {found:#?}");
+    }
+    assert_eq!(found.len(), expected.len(), "{found:#?}");
     Ok(())
 }
 
