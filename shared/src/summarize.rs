@@ -712,6 +712,7 @@ pub(crate) mod tests {
                         tier: Tier::Premium,
                         deployment: "premium".parse().unwrap(),
                         tpm: 100_000,
+                        rpm: 600,
                     }],
                 ),
                 clock: ManualClock::starting_at(T0),

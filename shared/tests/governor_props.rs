@@ -134,6 +134,7 @@ async fn run(
         tier: Tier::Premium,
         deployment: deployment.clone(),
         tpm: s.tpm,
+        rpm: s.tpm * 6 / 1_000,
     };
     let rpm = budget.rpm();
     let governor = Governor::new(ledger, policy, [budget]);

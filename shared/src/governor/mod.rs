@@ -225,6 +225,33 @@ impl Governor {
         Ok(admission)
     }
 
+    /// Admits the call that is about to be sent, now, charging `cost` (the estimate of the request
+    /// exactly as sent), in place of `replacing` (the dispatcher's hold for it, if any): the call
+    /// takes the hold's place in the windows at the instant it goes out, and no more than
+    /// [`WindowLimits::send_requests`] calls go out in any second (see the module docs).
+    pub async fn send(
+        &self,
+        deployment: &DeploymentName,
+        cost: Tokens,
+        replacing: Option<&Reservation>,
+        now: EpochMillis,
+    ) -> Result<Admission, GovernorError> {
+        let limits = self.configured(deployment)?.limits;
+        if cost > limits.largest_call() || limits.requests == 0 {
+            return Ok(Admission::TooLarge {
+                tokens: cost,
+                limit: limits.largest_call(),
+            });
+        }
+        let replacing = replacing
+            .filter(|hold| &hold.deployment == deployment)
+            .map(|hold| hold.id);
+        Ok(self
+            .ledger
+            .admit_send(deployment, &limits, cost, replacing, now)
+            .await?)
+    }
+
     /// Settles a reservation with what the deployment's limiter charged the call (its
     /// arrival estimate of the request sent); `Tokens::ZERO` when the call was never made.
     pub async fn reconcile(

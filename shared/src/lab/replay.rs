@@ -41,6 +41,7 @@ use crate::lab::simulator::{
 use crate::lab::trace::TraceEvent;
 use crate::lab::virtual_time::{Shared, VirtualClock, VirtualTime};
 use crate::llm::{ChatMessage, ChatRequest, LlmClient, LlmError, Role};
+use crate::metering::MeterReading;
 use crate::severity::Severity;
 use crate::store::memory::MemoryStore;
 use crate::store::{Lease, Store};
@@ -94,6 +95,8 @@ pub struct ReplayOptions {
     pub sample_period: Duration,
     /// How long after the last arrival work may still drain.
     pub drain_limit: Duration,
+    /// How the simulated deployments read Azure's metering.
+    pub reading: MeterReading,
 }
 
 impl Default for ReplayOptions {
@@ -105,6 +108,7 @@ impl Default for ReplayOptions {
             dispatch_period: Duration::from_secs(5),
             sample_period: Duration::from_secs(10),
             drain_limit: Duration::from_secs(3 * 3_600),
+            reading: MeterReading::default(),
         }
     }
 }
@@ -174,6 +178,9 @@ pub struct PolicyRun {
     pub started: EpochMillis,
     pub finished: EpochMillis,
     pub wakes: u64,
+    /// How the simulated deployments read Azure's metering in this run.
+    #[serde(default)]
+    pub reading: MeterReading,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -187,6 +194,25 @@ pub struct DeploymentTotals {
     /// The most tokens the deployment's meter held in its minute window at any instant.
     #[serde(default)]
     pub peak_window_tokens: u64,
+    /// Requests per minute of the deployment.
+    #[serde(default)]
+    pub rpm: u64,
+    /// Admitted requests the simulator's reading charged more than the governor did.
+    #[serde(default)]
+    pub undercharged: u64,
+    /// The largest charge under the simulator's reading, in thousandths of the governor's.
+    #[serde(default)]
+    pub largest_charge_permille: u64,
+    /// Strict reading: the largest tokenizer count of a prompt, in thousandths of its
+    /// characters / 4.
+    #[serde(default)]
+    pub largest_tokenized_permille: u64,
+    /// The admitted requests: (arrival, charge under the simulator's reading), as the
+    /// simulator kept them (see `charges_dropped`).
+    #[serde(skip)]
+    pub charges: Vec<(EpochMillis, u64)>,
+    #[serde(default)]
+    pub charges_dropped: u64,
 }
 
 /// Called with the fraction of the current policy done, for progress bars.
@@ -232,23 +258,26 @@ pub async fn replay_trace(
     Ok(runs)
 }
 
-/// The simulator both policies call: the scenario's two deployments.
-pub fn simulator_config(scenario: &Scenario, seed: u64) -> SimulatorConfig {
+/// The simulator both policies call: the scenario's two deployments, read as `reading` says.
+pub fn simulator_config(scenario: &Scenario, seed: u64, reading: MeterReading) -> SimulatorConfig {
     let deployment = |d: &crate::lab::scenario::DeploymentSpec| {
         let mut c = DeploymentConfig::new(&d.deployment, &d.model, d.tpm);
+        c.rpm = d.requests_per_minute().ok();
         c.latency = Latency {
             first_token_ms: d.first_token_ms,
             per_output_token_ms: d.per_output_token_ms,
         };
         c
     };
-    SimulatorConfig::new(
+    let mut config = SimulatorConfig::new(
         seed,
         vec![
             deployment(&scenario.premium),
             deployment(&scenario.standard),
         ],
-    )
+    );
+    config.reading = reading;
+    config
 }
 
 struct Recorder {
@@ -282,6 +311,7 @@ async fn run_policy(
     let core = Arc::new(SimulatorCore::new(&simulator_config(
         scenario,
         options.seed,
+        options.reading,
     )));
     let client = Arc::new(ThrottleCounting {
         inner: InProcessSimulator::new(
@@ -366,6 +396,12 @@ async fn run_policy(
                 prompt_tokens: stats.prompt_tokens,
                 completion_tokens: stats.completion_tokens,
                 peak_window_tokens: stats.peak_window_tokens,
+                rpm: spec.requests_per_minute().unwrap_or_default(),
+                undercharged: stats.undercharged,
+                largest_charge_permille: stats.largest_charge_permille,
+                largest_tokenized_permille: stats.largest_tokenized_permille,
+                charges: stats.charges,
+                charges_dropped: stats.charges_dropped,
             },
         );
     }
@@ -383,6 +419,7 @@ async fn run_policy(
         started: start,
         finished,
         wakes,
+        reading: options.reading,
     })
 }
 
@@ -682,6 +719,7 @@ async fn start_stormgate(
                 .parse::<DeploymentName>()
                 .map_err(|e| ReplayError::Setup(e.to_string()))?,
             tpm: d.tpm,
+            rpm: d.requests_per_minute()?,
         })
     })
     .collect::<Result<Vec<_>, ReplayError>>()?;

@@ -96,6 +96,12 @@ pub struct ScenarioInfo {
     pub minutes: u64,
     pub tpm: BTreeMap<String, u64>,
     pub models: BTreeMap<String, String>,
+    /// Requests per minute per deployment.
+    #[serde(default)]
+    pub rpm: BTreeMap<String, u64>,
+    /// How the simulated deployments read Azure's metering (`lenient` or `strict`).
+    #[serde(default)]
+    pub reading: crate::metering::MeterReading,
 }
 
 /// The whole report.
@@ -131,6 +137,16 @@ impl Report {
                     .into_iter()
                     .map(|d| (d.deployment.clone(), d.model.clone()))
                     .collect(),
+                rpm: [&scenario.premium, &scenario.standard]
+                    .into_iter()
+                    .map(|d| {
+                        (
+                            d.deployment.clone(),
+                            d.requests_per_minute().unwrap_or_default(),
+                        )
+                    })
+                    .collect(),
+                reading: runs.first().map(|run| run.reading).unwrap_or_default(),
             },
             wall_seconds,
             policies: runs.iter().map(|r| policy_report(r, &prices)).collect(),
