@@ -140,6 +140,22 @@ def main():
             "file": path,
             "body": extractor.convert(path, extractor.ref(path, entry["body"])),
         }
+    # For a type declared at a preview version, the stable versions the index holds: a preview is taken only
+    # when no stable version will do, and the API-version rule says why.
+    stable_versions = {}
+    for declared in resources:
+        resource_type, version = declared.split("@")
+        if "preview" not in version:
+            continue
+        namespace = resource_type.split("/")[0].lower()
+        found = []
+        for path in extractor.files:
+            parts = path.split("/")
+            if len(parts) == 5 and parts[2] == namespace and parts[4] == "types.json" and "preview" not in parts[3]:
+                names = {e["name"].lower() for e in extractor.load(path) if e["$type"] == "ResourceType"}
+                if f"{resource_type}@{parts[3]}".lower() in names:
+                    found.append(parts[3])
+        stable_versions[resource_type] = sorted(set(found))
     commit = git(repo, "rev-parse", "HEAD").strip()
     json.dump(
         {
@@ -154,6 +170,7 @@ def main():
                 "files": sorted({r["file"] for r in resources.values()}),
             },
             "resources": resources,
+            "stable_versions_of_preview_types": stable_versions,
             "types": extractor.out,
         },
         sys.stdout,

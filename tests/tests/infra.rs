@@ -9,7 +9,7 @@
 mod infra_rules;
 
 use anyhow::{Context, anyhow};
-use infra_rules::api_versions::preview_api_versions;
+use infra_rules::api_versions::{PREVIEW_EXCEPTIONS, preview_api_versions};
 use infra_rules::app_settings::{
     KnownSetting, Needed, SettingsViolation, WrittenSettings, settings_violations, written_settings,
 };
@@ -21,7 +21,7 @@ use infra_rules::model_deployments::{
 use infra_rules::module_params::check_module_calls;
 use infra_rules::resource_types::{TypeIndex, check_resource_types, declared_resource_types};
 use infra_rules::roles::check_roles;
-use infra_rules::secrets::{check_param_file, check_template};
+use infra_rules::secrets::{check_param_file, check_secret_guards, check_template};
 use infra_rules::syntax::syntax_problems;
 use stormgate_handlers::config::{ReadBy, Requirement, SETTINGS};
 
@@ -128,6 +128,24 @@ fn every_resource_uses_a_stable_api_version() -> anyhow::Result<()> {
 }
 
 #[test]
+fn every_preview_api_version_taken_has_no_newer_stable_version_in_the_type_index()
+-> anyhow::Result<()> {
+    let index = type_index()?;
+    for (declared, reason) in PREVIEW_EXCEPTIONS {
+        let (resource_type, preview) = declared.split_once('@').context("type@version")?;
+        let stable = index
+            .stable_versions(resource_type)
+            .with_context(|| format!("{declared}: the type index records no stable versions"))?;
+        let preview_date = &preview[..10];
+        assert!(
+            stable.iter().all(|version| version.as_str() < preview_date),
+            "{declared} ({reason}): the index has stable versions {stable:?}"
+        );
+    }
+    Ok(())
+}
+
+#[test]
 fn api_version_rule_rejects_a_preview_version() -> anyhow::Result<()> {
     let source =
         "resource cache 'Microsoft.Cache/redisEnterprise@2024-09-01-preview' = {\n  name: 'c'\n}\n";
@@ -168,7 +186,7 @@ fn param_file_assignments_parse_as_declarations_of_their_template_parameters() -
 #[test]
 fn main_passes_each_module_exactly_the_parameters_it_declares() -> anyhow::Result<()> {
     let main = infra_file("main.bicep")?;
-    assert_eq!(main.declarations("module_declaration").len(), 8);
+    assert_eq!(main.declarations("module_declaration").len(), 10);
     assert_eq!(check_module_calls(&main)?, vec![]);
     Ok(())
 }
@@ -309,7 +327,6 @@ fn optional_settings_depend_on_their_feature_and_core_settings_are_always_writte
     for optional in [
         "SERVICENOW_INSTANCE_URL",
         "STORMGATE_SEARCH_ENDPOINT",
-        "FUNCTIONS_WORKER_RUNTIME",
         "STORMGATE_REDIS_USER",
     ] {
         assert!(
@@ -322,10 +339,19 @@ fn optional_settings_depend_on_their_feature_and_core_settings_are_always_writte
         "STORMGATE_REDIS_AUTH",
         "KAFKA_PASSWORD",
         "AzureWebJobsStorage__accountName",
+        "STORMGATE_PREMIUM_RPM",
+        "STORMGATE_STANDARD_PRICE_OUTPUT_PER_1M",
     ] {
         assert!(
             written.always.contains_key(always),
             "{always} should always be written"
+        );
+    }
+    // Flex Consumption takes the runtime from the site and refuses these as app settings.
+    for refused in ["FUNCTIONS_WORKER_RUNTIME", "FUNCTIONS_EXTENSION_VERSION"] {
+        assert!(
+            !written.names().any(|name| name == refused),
+            "{refused} must not be written on Flex Consumption"
         );
     }
     Ok(())
@@ -394,9 +420,14 @@ fn tpm_rule_rejects_a_budget_that_is_not_the_tiers_capacity_times_1000() -> anyh
         return Err(anyhow!("mismatched budgets were accepted"));
     };
     let found = messages(&violations, |v| &v.0);
-    assert_eq!(found.len(), 2, "{found:?}");
+    assert_eq!(found.len(), 3, "{found:?}");
     assert!(found[0].contains("STORMGATE_PREMIUM_TPM"), "{found:?}");
-    assert!(found[1].contains("STORMGATE_STANDARD_TPM"), "{found:?}");
+    assert!(
+        found[1].contains("STORMGATE_PREMIUM_RPM")
+            && found[1].contains("premium.capacity * <deployments>.premium.rpmPerUnit"),
+        "{found:?}"
+    );
+    assert!(found[2].contains("STORMGATE_STANDARD_TPM"), "{found:?}");
     Ok(())
 }
 
@@ -497,6 +528,43 @@ fn secret_rule_rejects_defaults_that_hold_credentials() -> anyhow::Result<()> {
     for part in expected {
         assert!(found.iter().any(|m| m.contains(part)), "{part}: {found:?}");
     }
+    Ok(())
+}
+
+#[test]
+fn a_secret_missing_at_deploy_time_fails_the_deployment() -> anyhow::Result<()> {
+    let main = infra_file("main.bicep")?;
+    assert_eq!(
+        messages(&check_secret_guards(&main), |v| &v.0),
+        Vec::<String>::new()
+    );
+    let fails = main
+        .declarations("variable_declaration")
+        .into_iter()
+        .filter(|var| {
+            main.assigned_value(*var)
+                .is_some_and(|value| main.text(value).contains("fail("))
+        })
+        .count();
+    assert_eq!(fails, 3, "ServiceNow, search and the existing Redis URL");
+    Ok(())
+}
+
+#[test]
+fn guard_rule_rejects_a_secret_passed_on_without_a_guard() -> anyhow::Result<()> {
+    let found = messages(
+        &check_secret_guards(&fixture("secret_unguarded.bicep")?),
+        |v| &v.0,
+    );
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert!(
+        found[0].contains("`serviceNowPassword` reaches a module"),
+        "{found:?}"
+    );
+    assert!(
+        found[1].contains("`searchApiKey` reaches a module"),
+        "{found:?}"
+    );
     Ok(())
 }
 

@@ -52,6 +52,7 @@ async fn a_handoff_is_summarized_acknowledged_and_notices_go_to_kafka() {
             tier: Tier::Premium,
             deployment: "premium-sim".parse().unwrap(),
             tpm: 1_000_000,
+            rpm: 6_000,
         }],
     );
 

@@ -56,6 +56,19 @@ impl TypeIndex {
             .unwrap_or_default()
     }
 
+    /// The stable API versions the index holds for `resource_type` (recorded for types taken at a preview
+    /// version), if recorded.
+    pub fn stable_versions(&self, resource_type: &str) -> Option<Vec<String>> {
+        self.data["stable_versions_of_preview_types"][resource_type]
+            .as_array()
+            .map(|versions| {
+                versions
+                    .iter()
+                    .filter_map(|v| v.as_str().map(str::to_owned))
+                    .collect()
+            })
+    }
+
     /// The commit of the type index the facts were taken from.
     pub fn source_commit(&self) -> Option<&str> {
         self.data["source"]["commit"].as_str()
@@ -248,10 +261,8 @@ impl<'t> Checker<'_, 't> {
             "unary_expression" if self.file.text(node).trim_start().starts_with('-') => {
                 self.check_number(node, &ty, path);
             }
-            "boolean" => {
-                if kind != "bool" {
-                    self.report(node, path, format!("a bool where the type wants {kind}"));
-                }
+            "boolean" if kind != "bool" => {
+                self.report(node, path, format!("a bool where the type wants {kind}"));
             }
             // Calls, member accesses, interpolations, operators: values the rule cannot know.
             _ => {}
