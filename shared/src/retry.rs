@@ -46,6 +46,22 @@ pub struct RetryPolicy {
     pub down_threshold: Duration,
     /// How often a retry may be told by the governor to wait before it is abandoned.
     pub max_admission_waits: u32,
+    /// How often the first call of an admitted job may be told to wait for its send slot (the
+    /// 1 s window of sends) before it is abandoned; the job's deadline bounds the waits too.
+    #[serde(default = "default_max_send_waits")]
+    pub max_send_waits: u32,
+    /// The random spread added to a wait for a send slot: slots free one at a time, so the
+    /// waiters need only be told apart, not spread over seconds as after a 429.
+    #[serde(default = "default_send_spread")]
+    pub send_spread: Duration,
+}
+
+fn default_max_send_waits() -> u32 {
+    RetryPolicy::default().max_send_waits
+}
+
+fn default_send_spread() -> Duration {
+    RetryPolicy::default().send_spread
 }
 
 impl Default for RetryPolicy {
@@ -58,6 +74,8 @@ impl Default for RetryPolicy {
             hint_spread_fraction: 0.2,
             down_threshold: crate::governor::DOWN_AFTER,
             max_admission_waits: 3,
+            max_send_waits: 120,
+            send_spread: Duration::from_millis(50),
         }
     }
 }
@@ -538,7 +556,10 @@ async fn readmit<R: Rng + Send + ?Sized>(
 }
 
 /// Waits until the governor lets the call `held` was admitted for go out, within the deadline
-/// and a bounded number of waits (as [`readmit`]). When it never may, the hold is given back.
+/// and [`RetryPolicy::max_send_waits`]. The governor answers when the windows have room for
+/// it; the budget was held for it, so what it waits for is its turn in the 1 s window of sends,
+/// hence a spread of milliseconds, not a throttle hint's. When it never may, the hold is given
+/// back.
 async fn send_held<R: Rng + Send + ?Sized>(
     env: RetryEnv<'_>,
     held: Reservation,
@@ -546,7 +567,7 @@ async fn send_held<R: Rng + Send + ?Sized>(
     rng: &mut R,
 ) -> Result<Reservation, GiveUp> {
     let mut outcome = Err(GiveUp::NotReadmitted);
-    for _ in 0..=env.policy.max_admission_waits {
+    for _ in 0..=env.policy.max_send_waits {
         match env.gate.send(&held, cost, env.clock.now()).await {
             Readmission::Admitted(reservation) => return Ok(reservation),
             Readmission::Refused => break,
@@ -560,8 +581,13 @@ async fn send_held<R: Rng + Send + ?Sized>(
             }
             Readmission::WaitUntil(at) => {
                 let now = env.clock.now();
-                let held_for = at.since(now);
-                let wait = held_for + hint_spread(env.policy, held_for, rng);
+                let spread = if fault_switches::is_off(Mechanism::RetryJitter) {
+                    Duration::ZERO
+                } else {
+                    let most = u64::try_from(env.policy.send_spread.as_millis()).unwrap_or(0);
+                    Duration::from_millis(rng.random_range(0..=most))
+                };
+                let wait = (at.since(now) + spread).max(Duration::from_millis(1));
                 env.clock.sleep(wait.min(env.deadline.since(now))).await;
             }
         }
