@@ -259,6 +259,9 @@ pub trait RetryGate: Send + Sync + std::fmt::Debug {
     /// Asks to send, now, the call `held` was admitted for, charging `cost` (the request as
     /// sent): the call takes the hold's place in the windows at the instant it goes out.
     async fn send(&self, held: &Reservation, cost: Tokens, now: EpochMillis) -> Readmission;
+    /// Asks to hold `cost` on `deployment` for a call that goes out later (a part of a prompt
+    /// added after dispatch, say), as the dispatcher holds for a group: it takes no send slot.
+    async fn reserve(&self, deployment: &str, cost: Tokens, now: EpochMillis) -> Readmission;
     /// A 429 asked every instance to stay away from `deployment` for `retry_after`.
     async fn report_throttle(&self, deployment: &str, retry_after: Duration, now: EpochMillis);
     /// Settles an admitted reservation with what the limiter charged the call (zero when the
@@ -297,6 +300,13 @@ impl RetryGate for Governor {
             deployment,
             Governor::send(self, &name, cost, None, now).await,
         )
+    }
+
+    async fn reserve(&self, deployment: &str, cost: Tokens, now: EpochMillis) -> Readmission {
+        let Ok(name) = deployment.parse::<DeploymentName>() else {
+            return Readmission::Refused;
+        };
+        readmission(deployment, self.admit(&name, cost, now).await)
     }
 
     async fn send(&self, held: &Reservation, cost: Tokens, now: EpochMillis) -> Readmission {
@@ -389,13 +399,19 @@ pub async fn complete_with_retry<R: Rng + Send + ?Sized>(
     let mut state = RetryState::new();
     let mut calls = Vec::new();
     let mut request = request;
-    // Every call is admitted at the instant it is sent, for what the limiter will count of the
-    // request exactly as sent (never less than the caller's estimate): a hold the dispatcher
-    // took is replaced by the call, so the windows hold each call at its send time.
-    let charge = |request: &ChatRequest| cost.max(metering::request_arrival_charge(request));
+    // Every call is admitted at the instant it is sent, for the governor's charge of the request
+    // exactly as sent: a hold the dispatcher took is replaced by the call, so the windows hold
+    // each call at its send time, and a success settles at the same charge (no round trip).
+    // A call nobody held for (a roll-up) is charged at least the caller's estimate.
+    let charge = |request: &ChatRequest| metering::request_arrival_charge(request);
+    let first_charge = if admitted.is_some() {
+        charge(&request)
+    } else {
+        cost.max(charge(&request))
+    };
     let first = match admitted {
-        Some(held) => send_held(env, held, charge(&request), rng).await,
-        None => readmit(env, &request.deployment, charge(&request), rng).await,
+        Some(held) => send_held(env, held, first_charge, rng).await,
+        None => readmit(env, &request.deployment, first_charge, rng).await,
     };
     let mut reservation = match first {
         Ok(r) => r,
@@ -684,6 +700,7 @@ mod tests {
             deployment: "premium".parse().unwrap(),
             tokens,
             admitted_at: at,
+            sent: false,
         }
     }
 
@@ -699,6 +716,9 @@ mod tests {
         }
         async fn send(&self, held: &Reservation, cost: Tokens, now: EpochMillis) -> Readmission {
             self.sends.lock().unwrap().push(held.tokens);
+            Readmission::Admitted(reservation(cost, now))
+        }
+        async fn reserve(&self, _: &str, cost: Tokens, now: EpochMillis) -> Readmission {
             Readmission::Admitted(reservation(cost, now))
         }
         async fn report_throttle(&self, _: &str, retry_after: Duration, now: EpochMillis) {
@@ -831,16 +851,16 @@ mod tests {
         assert_eq!(*rig.admission.readmits.lock().unwrap(), 2);
         // The first call went out in place of the dispatcher's hold.
         assert_eq!(*rig.admission.sends.lock().unwrap(), vec![Tokens(300)]);
-        // Timeout keeps its reservation spent, the 500 releases it, success charges what
-        // the governor charges the request (the one-character prompt's ⌈3/8⌉, 7 tokens of
-        // framing for one message, max_tokens 200), not the 120 tokens of usage it is
-        // billed for.
+        // Every call goes out charged what the governor charges the request sent (the
+        // one-character prompt's ⌈3/8⌉, 7 tokens of framing for one message, max_tokens 200:
+        // 208), not the dispatch's 300, nor the 120 tokens of usage it is billed for. The
+        // timeout keeps its charge spent, the 500 releases it, success settles at it.
         assert_eq!(
             *rig.admission.reconciled.lock().unwrap(),
             vec![
-                (Tokens(300), Tokens(300)),
-                (Tokens(300), Tokens(0)),
-                (Tokens(300), Tokens(208))
+                (Tokens(208), Tokens(208)),
+                (Tokens(208), Tokens(0)),
+                (Tokens(208), Tokens(208))
             ]
         );
     }

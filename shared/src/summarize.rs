@@ -404,7 +404,7 @@ impl TierWorker<'_> {
         }
         match self
             .gate
-            .readmit(&self.deployment.name, tokens, self.clock.now())
+            .reserve(&self.deployment.name, tokens, self.clock.now())
             .await
         {
             Readmission::Admitted(reservation) => Some(RelatedExcerpt {
@@ -956,7 +956,7 @@ pub(crate) mod tests {
         )])
         .await;
         let leases = rig.lease().await;
-        let crate::retry::Readmission::Admitted(reservation) = crate::retry::RetryGate::readmit(
+        let crate::retry::Readmission::Admitted(reservation) = crate::retry::RetryGate::reserve(
             &rig.governor,
             "premium",
             Tokens(700),

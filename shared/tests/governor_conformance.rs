@@ -306,6 +306,7 @@ fn reservation_shape() -> Admission {
         deployment: dep(),
         tokens: Tokens(10),
         admitted_at: at(10_000),
+        sent: false,
     })
 }
 
@@ -580,7 +581,18 @@ async fn a_send_the_windows_cannot_take_leaves_its_hold(ledger: Arc<dyn Ledger>)
         ledger.reconcile(&hold, Tokens::ZERO).await.unwrap(),
         Reconciliation::Refunded(Tokens(400))
     );
-    reservation(send(&*ledger, 500, None, at(1_000)).await);
+    let sent = reservation(send(&*ledger, 500, None, at(1_000)).await);
+    // The call failed: giving it back refunds the window and takes it out of the used total.
+    assert_eq!(
+        ledger.reconcile(&sent, Tokens::ZERO).await.unwrap(),
+        Reconciliation::Refunded(Tokens(500))
+    );
+    let snapshot = ledger.snapshot(&dep(), &LIMITS, at(1_000)).await.unwrap();
+    assert_eq!((snapshot.used_tokens, snapshot.window_tokens), (0, 500));
+    assert_eq!(
+        ledger.reconcile(&sent, Tokens::ZERO).await.unwrap(),
+        Reconciliation::Settled
+    );
 }
 
 macro_rules! conformance {
@@ -647,7 +659,7 @@ async fn client_commands(connection: &mut ::redis::aio::ConnectionManager) -> u6
 }
 
 #[tokio::test]
-async fn an_admitted_job_costs_the_redis_governor_three_round_trips() {
+async fn an_admitted_job_costs_the_redis_governor_two_round_trips() {
     let server = start_redis();
     let ledger = RedisLedger::new(connection(&server).await, "trips:gov");
     ledger.preload().await.unwrap();
@@ -677,12 +689,36 @@ async fn an_admitted_job_costs_the_redis_governor_three_round_trips() {
             Admission::Admitted(r) => r,
             other => panic!("expected the send to go out, got {other:?}"),
         };
-        governor.reconcile(&sent, Tokens(900)).await.unwrap();
+        // Settled at what the send charged: nothing left to tell the ledger.
+        assert_eq!(
+            governor.reconcile(&sent, Tokens(1_400)).await.unwrap(),
+            Reconciliation::Settled
+        );
     }
     let sent = client_commands(&mut stats).await - before;
     assert_eq!(
         sent,
-        3 * JOBS,
-        "the dispatcher's hold, the send and the reconciliation, one script each"
+        2 * JOBS,
+        "the dispatcher's hold and the send, one script each"
+    );
+    // A failed call given back costs one more.
+    let hold = match governor
+        .admit(&dep(), Tokens(1_500), at(JOBS))
+        .await
+        .unwrap()
+    {
+        Admission::Admitted(r) => r,
+        other => panic!("expected an admission, got {other:?}"),
+    };
+    let Admission::Admitted(sent_call) = governor
+        .send(&dep(), Tokens(1_400), Some(&hold), at(JOBS))
+        .await
+        .unwrap()
+    else {
+        panic!("expected the send to go out");
+    };
+    assert_eq!(
+        governor.reconcile(&sent_call, Tokens::ZERO).await.unwrap(),
+        Reconciliation::Refunded(Tokens(1_400))
     );
 }

@@ -74,7 +74,7 @@ async fn a_handoff_is_summarized_acknowledged_and_notices_go_to_kafka() {
         .unwrap();
     assert_eq!(leases.len(), 3);
     let Readmission::Admitted(reservation) =
-        RetryGate::readmit(&governor, "premium-sim", Tokens(3_000), T0).await
+        RetryGate::reserve(&governor, "premium-sim", Tokens(3_000), T0).await
     else {
         panic!("admitted");
     };

@@ -37,7 +37,9 @@
 //!   plus one more: fewer than `limits.send_requests` sends in `(t − 1 s, t]`. Admitting it
 //!   removes the replaced entry (its charge leaves both windows) and records `(t, cost)` as a
 //!   sent entry; a deferral leaves the replaced entry where it was, and its `retry_at` also
-//!   waits for the 1 s window. Holds never count in the 1 s window: only sends do.
+//!   waits for the 1 s window. Holds never count in the 1 s window: only sends do. A send's
+//!   charge counts as used at once; reconciling it later (a failed call, given back) adjusts
+//!   the charge and the used total by the difference, once.
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -61,6 +63,10 @@ pub struct Reservation {
     pub tokens: Tokens,
     /// On the ledger's timeline.
     pub admitted_at: EpochMillis,
+    /// A send ([`Ledger::admit_send`]): its charge counts as used already, so settling it at
+    /// that same charge changes nothing and needs no round trip to the ledger.
+    #[serde(default)]
+    pub sent: bool,
 }
 
 /// What the ledger answers for one admission request.

@@ -29,6 +29,8 @@ struct WindowState {
     entries: VecDeque<(u64, u64)>,
     charges: HashMap<u64, u64>,
     reconciled: HashSet<u64>,
+    /// Sends, whose charge counts as used until they are reconciled (see the ledger rules).
+    settled_at_send: HashSet<u64>,
     /// Charged tokens of every entry (the last minute's).
     minute_tokens: u64,
     /// The entries of the short window (the newest of `entries`), and their charges:
@@ -79,6 +81,7 @@ impl WindowState {
             let charge = self.charges.remove(&id).unwrap_or(0);
             self.minute_tokens = self.minute_tokens.saturating_sub(charge);
             self.reconciled.remove(&id);
+            self.settled_at_send.remove(&id);
         }
         t
     }
@@ -212,6 +215,7 @@ impl WindowState {
         let Some(charge) = self.charges.remove(&id) else {
             return 0;
         };
+        self.settled_at_send.remove(&id);
         self.entries.retain(|&(_, i)| i != id);
         let before = self.short.len();
         self.short.retain(|&(_, i)| i != id);
@@ -351,6 +355,7 @@ impl Ledger for MemoryLedger {
                 deployment: deployment.clone(),
                 tokens: cost,
                 admitted_at: EpochMillis(t),
+                sent: false,
             })
         })
     }
@@ -396,14 +401,17 @@ impl Ledger for MemoryLedger {
             s.short.push_back((t, s.seq));
             s.sent.push_back(t);
             s.charges.insert(s.seq, cost.0);
+            s.settled_at_send.insert(s.seq);
             s.minute_tokens += cost.0;
             s.short_tokens += cost.0;
             s.reserved_tokens += cost.0;
+            s.used_tokens += cost.0;
             Admission::Admitted(Reservation {
                 id: ReservationId(s.seq),
                 deployment: deployment.clone(),
                 tokens: cost,
                 admitted_at: EpochMillis(t),
+                sent: true,
             })
         })
     }
@@ -418,7 +426,12 @@ impl Ledger for MemoryLedger {
             if s.reconciled.contains(&id) {
                 return Reconciliation::Settled;
             }
-            s.used_tokens += used.0;
+            let counted = if s.settled_at_send.remove(&id) {
+                s.charges.get(&id).copied().unwrap_or(0)
+            } else {
+                0
+            };
+            s.used_tokens = (s.used_tokens + used.0).saturating_sub(counted);
             let Some(charge) = s.charges.get_mut(&id) else {
                 return Reconciliation::Settled;
             };

@@ -275,6 +275,11 @@ impl Governor {
         used: Tokens,
     ) -> Result<Reconciliation, GovernorError> {
         self.configured(&reservation.deployment)?;
+        if reservation.sent && used == reservation.tokens {
+            // A send's charge is counted as it goes out: settling it at that charge changes
+            // nothing, so an admitted job costs the ledger two round trips, its hold and its send.
+            return Ok(Reconciliation::Settled);
+        }
         Ok(self.ledger.reconcile(reservation, used).await?)
     }
 

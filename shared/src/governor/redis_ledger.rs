@@ -277,11 +277,12 @@ fn admission(
     (kind, a, b): (String, u64, u64),
 ) -> Result<Admission, LedgerError> {
     match kind.as_str() {
-        "admitted" => Ok(Admission::Admitted(Reservation {
+        "admitted" | "sent" => Ok(Admission::Admitted(Reservation {
             id: ReservationId(a),
             deployment: deployment.clone(),
             tokens: cost,
             admitted_at: EpochMillis(b),
+            sent: kind == "sent",
         })),
         "deferred" => Ok(Admission::Deferred {
             retry_at: EpochMillis(a),

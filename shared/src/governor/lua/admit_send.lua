@@ -2,7 +2,8 @@
 -- limit_send_requests, id of the hold the send replaces ('' for none).
 -- Admits the call about to be sent in place of the hold (see the ledger rules): the windows
 -- are judged as if the hold were gone, and fewer than limit_send_requests calls may have been
--- sent in the last second. Answers like admit.lua: {'admitted', id, t} | {'deferred', retry_at, 0}
+-- sent in the last second. A send's charge counts as used at once (member 's:<id>' of the
+-- reconciled set marks it, see reconcile.lua). Answers {'sent', id, t} | {'deferred', retry_at, 0}
 -- | {'cooling_down', until, 0} | {'down', until, 0}.
 local now, cost = tonumber(ARGV[1]), tonumber(ARGV[2])
 local window_ms, limit_tokens, limit_requests = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -36,7 +37,7 @@ if cost <= free_tokens and free_requests >= 1 and sends < limit_send then
     redis.call('ZREM', window, hold)
     redis.call('ZREM', short, hold)
     redis.call('HDEL', charges, hold)
-    redis.call('SREM', reconciled, hold)
+    redis.call('SREM', reconciled, hold, 's:' .. hold)
     minute_total = minute_total - held
     short_total = short_total - short_held
     redis.call('HINCRBY', state, 'refunded_tokens', held)
@@ -46,10 +47,12 @@ if cost <= free_tokens and free_requests >= 1 and sends < limit_send then
   redis.call('ZADD', short, t, id)
   redis.call('ZADD', sent, t, id)
   redis.call('HSET', charges, id, cost)
+  redis.call('SADD', reconciled, 's:' .. id)
   redis.call('HSET', state, 'minute_tokens', minute_total + cost, 'short_tokens', short_total + cost)
   if hold == '' then redis.call('HINCRBY', state, 'admitted', 1) end
   redis.call('HINCRBY', state, 'reserved_tokens', cost)
-  return {'admitted', id, t}
+  redis.call('HINCRBY', state, 'used_tokens', cost)
+  return {'sent', id, t}
 end
 
 -- Deferred: as admit.lua, with the hold left out of the windows, and no earlier than the

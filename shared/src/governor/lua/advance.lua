@@ -24,6 +24,9 @@ local function expire(zset, cutoff, total, forget)
     if forget then
       redis.call('HDEL', charges, unpack(chunk))
       redis.call('SREM', reconciled, unpack(chunk))
+      local marks = {}
+      for j = 1, #chunk do marks[j] = 's:' .. chunk[j] end
+      redis.call('SREM', reconciled, unpack(marks))
     end
   end
   redis.call('ZREMRANGEBYSCORE', zset, '-inf', cutoff)
