@@ -7,11 +7,9 @@
 //! over short windows (1 s or 10 s), so a minute's budget sent in one burst is refused. The
 //! governor charges at least what any reading of that estimate counts
 //! ([`crate::metering::request_arrival_charge`]: 3/8 token per prompt character plus framing,
-//! + max_tokens), keeps a configurable
-//! [`Headroom`], settles each reservation once the call is answered with what the
-//! limiter charged the request actually sent ([`Governor::reconcile`] with
-//! [`crate::metering::request_arrival_charge`]: the arrival estimate, not the billed
-//! `usage`, which for log-heavy prompts is higher and would leave quota unused), and turns any worker's 429 into a cooldown every
+//! plus `max_tokens`), keeps a configurable [`Headroom`], charges each call as it is sent
+//! (not the billed `usage`, which is not what the limiter counts), gives back what a failed
+//! call did not cost ([`Governor::reconcile`]), and turns any worker's 429 into a cooldown every
 //! instance respects ([`Governor::report_throttle`]); a Retry-After at or beyond
 //! [`GovernorPolicy::down_after`] (a daily quota says 86400 s) marks the deployment down
 //! so work spills instead of waiting. What the deployment says it has left
