@@ -352,7 +352,7 @@ async fn sends_stay_within_every_window(tpm: u64, calls: &[HeldCall]) -> Result<
     let mut pending: Vec<(u64, usize, Reservation)> = Vec::new();
     let mut sent: Vec<(u64, u64)> = Vec::new();
     let mut now = T0;
-    let mut arrivals = calls.iter().enumerate().map(|(i, c)| (i, c)).peekable();
+    let mut arrivals = calls.iter().enumerate().peekable();
     let mut next_arrival = T0 + calls.first().map_or(0, |c| c.gap_ms);
     loop {
         pending.sort_by_key(|p| p.0);
