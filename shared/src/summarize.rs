@@ -142,6 +142,9 @@ pub struct SummarizeOutcome {
     /// Every LLM call made, in order.
     pub calls: Vec<CallRecord>,
     pub tokens_used: Tokens,
+    /// Of `tokens_used`, the prompt and the completion tokens billed (`usage`), for costs.
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
     pub acked: usize,
     /// Leases that were no longer ours when acknowledged (reclaimed after expiry).
     pub lost_leases: usize,
@@ -314,6 +317,8 @@ impl TierWorker<'_> {
         let result = retried.result;
         if let Ok(completion) = &result {
             outcome.tokens_used += completion.usage.total();
+            outcome.prompt_tokens += completion.usage.prompt_tokens;
+            outcome.completion_tokens += completion.usage.completion_tokens;
         }
         // Built on first use: only customer text is scrubbed, and building it reads every
         // ticket's log, which for a technician summary would be work thrown away.

@@ -144,6 +144,16 @@ async fn a_handoff_is_summarized_acknowledged_and_notices_go_to_kafka() {
         assert!(!text.contains("10.20.") && !text.contains("Jane"), "{text}");
     }
     assert_eq!(simulator.core().stats("premium-sim").unwrap().requests, 1);
+    // The call's cost at the premium tier's prices (the example settings: 2.00 / 8.00 USD per
+    // million input / output tokens), from the usage the deployment answered.
+    let stats = simulator.core().stats("premium-sim").unwrap();
+    let expected =
+        (stats.prompt_tokens as f64 * 2.00 + stats.completion_tokens as f64 * 8.00) / 1_000_000.0;
+    let cost = body["ReturnValue"]["cost_usd"].as_f64().unwrap();
+    assert!(
+        cost > 0.0 && (cost - expected).abs() < 1e-12,
+        "{cost} != {expected}"
+    );
     for r in &records {
         let stored = store
             .summary(&r.ticket, SummaryKind::Customer)
