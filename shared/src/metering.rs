@@ -52,7 +52,7 @@ pub const CHARS_PER_TOKEN: u64 = 4;
 /// Prompt tokens the governor charges per prompt character, as `(numerator, denominator)`:
 /// 3/8 = 0.375, 1.5 × characters / 4, with the framing charged apart ([`framing_charge`]). On
 /// the seed storm's prompts the o200k tokenizer counted a prompt's text at most 1.43 ×
-/// characters / 4 (customer notices, dense with names and numbers; technician prompts 1.38 ×):
+/// characters / 4 (the standard deployment's prompts; 1.40 × the premium deployment's):
 /// `stormgate replay --strict` prints the figure, and `tests/strict_metering.rs` fails when any
 /// prompt of a storm replay is charged more by the strict reading than by the governor.
 pub const ADMISSION_TOKENS_PER_CHAR: (u64, u64) = (3, 8);
