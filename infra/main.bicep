@@ -71,6 +71,7 @@ param privateNetworking bool = false
 
 @description('Address space of the virtual network with privateNetworking (a /16 to /23; two /24 subnets are taken from it).')
 param vnetAddressPrefix string = '10.40.0.0/16'
+
 // ---- Azure OpenAI ---------------------------------------------------------------------------------------------
 
 @description('Turn off API-key access to Azure OpenAI; the app always uses its managed identity.')
