@@ -30,6 +30,7 @@ pub mod lab;
 pub mod llm;
 pub mod log_bounding;
 pub mod metering;
+pub mod model_quota;
 pub mod prompts;
 pub mod related_context;
 pub mod retention;

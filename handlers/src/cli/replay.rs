@@ -14,6 +14,7 @@ use stormgate_shared::lab::scenario::Scenario;
 
 use crate::cli::lab_input::LabInput;
 use crate::cli::lab_progress::Bars;
+use stormgate_shared::metering::MeterReading;
 
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
@@ -34,6 +35,11 @@ pub struct ReplayArgs {
     /// Write the HTML report here.
     #[arg(long, default_value = "report.html")]
     pub html: PathBuf,
+    /// Meter the simulated deployments by the strictest reading of Azure's documentation: the
+    /// tokenizer's count when it exceeds characters / 4, requests over 1 s, 10 s and the
+    /// sliding minute (docs/storm-lab.md).
+    #[arg(long)]
+    pub strict: bool,
 }
 
 pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
@@ -46,6 +52,11 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
             .clone()
             .map(Backend::Redis)
             .unwrap_or(Backend::Memory),
+        reading: if args.strict {
+            MeterReading::Strict
+        } else {
+            MeterReading::Lenient
+        },
         ..ReplayOptions::default()
     };
     let to_stdout = args.json.as_deref() == Some(std::path::Path::new("-"));
@@ -101,6 +112,22 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
     }
     if !to_stdout {
         println!("{}", table(&report));
+        if options.reading == MeterReading::Strict {
+            for run in &runs {
+                for (name, d) in &run.deployments {
+                    println!(
+                        "strict metering, {} on {name}: {} of {} admitted requests charged more than \
+                         the governor charged them (at most {:.3}x); the tokenizer counted prompts at \
+                         most {:.3}x characters / 4",
+                        run.policy.as_str(),
+                        d.undercharged,
+                        d.calls - d.throttled,
+                        d.largest_charge_permille as f64 / 1_000.0,
+                        d.largest_tokenized_permille as f64 / 1_000.0,
+                    );
+                }
+            }
+        }
     }
     match &args.json {
         Some(_) if to_stdout => println!("{}", serde_json::to_string_pretty(&report)?),

@@ -685,6 +685,8 @@ mod tests {
             minutes: 1,
             tpm: BTreeMap::new(),
             models: BTreeMap::new(),
+            rpm: BTreeMap::new(),
+            reading: Default::default(),
             history: None,
             headroom: None,
         }

@@ -42,6 +42,7 @@ use crate::lab::simulator::{
 use crate::lab::trace::TraceEvent;
 use crate::lab::virtual_time::{Shared, VirtualClock, VirtualTime};
 use crate::llm::{ChatMessage, ChatRequest, LlmClient, LlmError, Role};
+use crate::metering::MeterReading;
 use crate::severity::Severity;
 use crate::store::memory::MemoryStore;
 use crate::store::{IngestOutcome, IngestRecord, Lease, Store};
@@ -98,6 +99,8 @@ pub struct ReplayOptions {
     /// The stormgate policy's governor (headroom, window, burst); `stormgate plan` varies
     /// the headroom.
     pub governor: GovernorPolicy,
+    /// How the simulated deployments read Azure's metering.
+    pub reading: MeterReading,
 }
 
 impl Default for ReplayOptions {
@@ -110,6 +113,7 @@ impl Default for ReplayOptions {
             sample_period: Duration::from_secs(10),
             drain_limit: Duration::from_secs(3 * 3_600),
             governor: GovernorPolicy::default(),
+            reading: MeterReading::default(),
         }
     }
 }
@@ -198,6 +202,9 @@ pub struct PolicyRun {
     pub started: EpochMillis,
     pub finished: EpochMillis,
     pub wakes: u64,
+    /// How the simulated deployments read Azure's metering in this run.
+    #[serde(default)]
+    pub reading: MeterReading,
     /// What ingest made of the trace's events (stormgate only: naive has no ingest).
     #[serde(default)]
     pub ingest: Option<IngestTally>,
@@ -225,6 +232,25 @@ pub struct DeploymentTotals {
     /// The most tokens the deployment's meter held in its minute window at any instant.
     #[serde(default)]
     pub peak_window_tokens: u64,
+    /// Requests per minute of the deployment.
+    #[serde(default)]
+    pub rpm: u64,
+    /// Admitted requests the simulator's reading charged more than the governor did.
+    #[serde(default)]
+    pub undercharged: u64,
+    /// The largest charge under the simulator's reading, in thousandths of the governor's.
+    #[serde(default)]
+    pub largest_charge_permille: u64,
+    /// Strict reading: the largest tokenizer count of a prompt, in thousandths of its
+    /// characters / 4.
+    #[serde(default)]
+    pub largest_tokenized_permille: u64,
+    /// The admitted requests: (arrival, charge under the simulator's reading), as the
+    /// simulator kept them (see `charges_dropped`).
+    #[serde(skip)]
+    pub charges: Vec<(EpochMillis, u64)>,
+    #[serde(default)]
+    pub charges_dropped: u64,
 }
 
 /// Called with the fraction of the current policy done, for progress bars.
@@ -288,23 +314,26 @@ pub async fn replay_prepared(
     Ok(runs)
 }
 
-/// The simulator both policies call: the scenario's two deployments.
-pub fn simulator_config(scenario: &Scenario, seed: u64) -> SimulatorConfig {
+/// The simulator both policies call: the scenario's two deployments, read as `reading` says.
+pub fn simulator_config(scenario: &Scenario, seed: u64, reading: MeterReading) -> SimulatorConfig {
     let deployment = |d: &crate::lab::scenario::DeploymentSpec| {
         let mut c = DeploymentConfig::new(&d.deployment, &d.model, d.tpm);
+        c.rpm = d.requests_per_minute().ok();
         c.latency = Latency {
             first_token_ms: d.first_token_ms,
             per_output_token_ms: d.per_output_token_ms,
         };
         c
     };
-    SimulatorConfig::new(
+    let mut config = SimulatorConfig::new(
         seed,
         vec![
             deployment(&scenario.premium),
             deployment(&scenario.standard),
         ],
-    )
+    );
+    config.reading = reading;
+    config
 }
 
 struct Recorder {
@@ -339,6 +368,7 @@ async fn run_policy(
     let core = Arc::new(SimulatorCore::new(&simulator_config(
         scenario,
         options.seed,
+        options.reading,
     )));
     let client = Arc::new(ThrottleCounting {
         inner: InProcessSimulator::new(
@@ -427,6 +457,12 @@ async fn run_policy(
                 prompt_tokens: stats.prompt_tokens,
                 completion_tokens: stats.completion_tokens,
                 peak_window_tokens: stats.peak_window_tokens,
+                rpm: spec.requests_per_minute().unwrap_or_default(),
+                undercharged: stats.undercharged,
+                largest_charge_permille: stats.largest_charge_permille,
+                largest_tokenized_permille: stats.largest_tokenized_permille,
+                charges: stats.charges,
+                charges_dropped: stats.charges_dropped,
             },
         );
     }
@@ -448,6 +484,7 @@ async fn run_policy(
         finished,
         wakes,
         ingest: store.is_some().then(|| recorder.ingest.clone()),
+        reading: options.reading,
     })
 }
 
@@ -796,6 +833,7 @@ async fn start_stormgate(
                 .parse::<DeploymentName>()
                 .map_err(|e| ReplayError::Setup(e.to_string()))?,
             tpm: d.tpm,
+            rpm: d.requests_per_minute()?,
         })
     })
     .collect::<Result<Vec<_>, ReplayError>>()?;

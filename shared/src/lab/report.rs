@@ -122,6 +122,12 @@ pub struct ScenarioInfo {
     pub minutes: u64,
     pub tpm: BTreeMap<String, u64>,
     pub models: BTreeMap<String, String>,
+    /// Requests per minute per deployment.
+    #[serde(default)]
+    pub rpm: BTreeMap<String, u64>,
+    /// How the simulated deployments read Azure's metering (`lenient` or `strict`).
+    #[serde(default)]
+    pub reading: crate::metering::MeterReading,
     /// For a replayed export: what reading it did. `minutes` is then the replay's
     /// virtual time, not the scenario's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -164,6 +170,16 @@ impl Report {
                     .into_iter()
                     .map(|d| (d.deployment.clone(), d.model.clone()))
                     .collect(),
+                rpm: [&scenario.premium, &scenario.standard]
+                    .into_iter()
+                    .map(|d| {
+                        (
+                            d.deployment.clone(),
+                            d.requests_per_minute().unwrap_or_default(),
+                        )
+                    })
+                    .collect(),
+                reading: runs.first().map(|run| run.reading).unwrap_or_default(),
                 history: None,
                 headroom: None,
             },
