@@ -36,6 +36,7 @@ pub mod related_context;
 pub mod retention;
 pub mod retry;
 pub mod rollup;
+pub mod routing;
 pub mod sample_events;
 pub mod scrubber;
 pub mod severity;
@@ -47,5 +48,6 @@ pub mod summary;
 #[cfg(any(test, feature = "test-support"))]
 pub mod testing;
 pub mod ticket_id;
+pub mod tier_table;
 pub mod token_estimate;
 pub mod tokens;

@@ -30,7 +30,8 @@ pub struct TicketSnapshot {
     /// Everyone the full ticket named, kept for the scrubber after the journal was trimmed.
     pub people: Vec<String>,
     pub prediction: Prediction,
-    /// The severity work is routed at: the more severe of ServiceNow's priority and the classifier's route-up.
+    /// The severity work is routed at: ServiceNow's priority, raised by the classifier's
+    /// route-up one level at most without evidence ([`crate::routing`]).
     pub routing: Severity,
     pub customer_impacting: bool,
     pub ingested_at: EpochMillis,
@@ -135,9 +136,10 @@ pub(crate) fn snapshot_of_event(json: &serde_json::Value) -> TicketSnapshot {
     )
     .expect("a valid test event");
     let log = bound_lines(ticket.alarm_lines(), BoundingLimits::default());
+    let input = FeatureInput::from_ticket(&ticket, &log);
     let prediction = Classifier::embedded()
         .expect("the embedded model")
-        .predict(&FeatureInput::from_ticket(&ticket, &log));
-    let routing = prediction.routing.min(ticket.severity);
+        .predict(&input);
+    let routing = crate::routing::route_ticket(ticket.severity, &prediction, &input).severity;
     TicketSnapshot::new(ticket, &log, prediction, routing, EpochMillis(0))
 }

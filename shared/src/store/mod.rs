@@ -226,7 +226,7 @@ impl AgingPolicy {
 /// arrival, then the job id's text (Redis's own tie-break between equal scores).
 pub fn queue_order(aging: &AgingPolicy, job: &Job) -> (u64, EpochMillis, String) {
     (
-        aging.effective_score(job.severity, job.enqueued_at),
+        aging.effective_score(job.rank(), job.enqueued_at),
         job.enqueued_at,
         job.id.to_string(),
     )
