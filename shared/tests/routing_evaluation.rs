@@ -1,7 +1,8 @@
 //! Routing evaluated on the seed storm and on the UCI history excerpt: the one-level bound
-//! holds, premium takes fewer tickets, and no ticket ServiceNow rates P1/P2 is routed lower.
-//! Prints the before/after tables docs/classifier-report.md records
-//! (`cargo test -p stormgate-shared --test routing_evaluation -- --nocapture`).
+//! holds, premium takes no more tickets, and no ticket is routed below ServiceNow's priority.
+//! Prints the before/after tables docs/classifier-report.md records; the whole seed storm
+//! (30,612 tickets, minutes in a debug build) is ignored by default:
+//! `cargo test --release -p stormgate-shared --test routing_evaluation -- --ignored --nocapture`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -12,8 +13,7 @@ use stormgate_shared::lab::routing_eval::RoutingComparison;
 use stormgate_shared::lab::scenario::Scenario;
 use stormgate_shared::lab::trace::TraceEvent;
 
-fn seed_storm() -> RoutingComparison {
-    let scenario = Scenario::seed_storm().unwrap();
+fn seed_storm(scenario: Scenario) -> RoutingComparison {
     let events: Vec<TraceEvent> = scenario
         .plan(2026)
         .unwrap()
@@ -56,8 +56,20 @@ fn check(name: &str, c: &RoutingComparison) {
 }
 
 #[test]
-fn seed_storm_routing_is_bounded_and_sends_fewer_tickets_to_premium() {
-    let c = seed_storm();
+fn seed_storm_routing_is_bounded_and_sends_no_more_tickets_to_premium() {
+    let c = seed_storm(Scenario::seed_storm().unwrap().compressed(0.1));
+    check(
+        "seed storm compressed to a tenth (seed 2026), opening versions",
+        &c,
+    );
+    // The bound is what keeps these out of premium's reach: the rule before it lifted them.
+    assert!(c.unbounded.lifted_beyond_one_level_without_evidence > 0);
+}
+
+#[test]
+#[ignore = "the whole seed storm, minutes in a debug build: run with --release -- --ignored"]
+fn the_whole_seed_storm_routing_is_bounded() {
+    let c = seed_storm(Scenario::seed_storm().unwrap());
     check("seed storm (seed 2026), opening versions", &c);
 }
 

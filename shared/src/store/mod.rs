@@ -243,7 +243,8 @@ pub struct QueueStats {
     pub held: u64,
     pub leased: u64,
     pub oldest_enqueued_at: Option<EpochMillis>,
-    /// Pending jobs per severity, indexed by [`Severity::index`] (P1 first).
+    /// Pending jobs per queue rank ([`crate::job::Job::rank`]: the routing severity, or
+    /// ServiceNow's priority for a lifted technician summary), by [`Severity::index`] (P1 first).
     pub pending_by_severity: [u64; 5],
     /// Oldest pending arrival per severity, indexed like `pending_by_severity`.
     pub oldest_by_severity: [Option<EpochMillis>; 5],
