@@ -281,6 +281,10 @@ impl Ledger for LazyRedisLedger {
     ) -> Result<LedgerSnapshot, LedgerError> {
         self.get().await?.snapshot(deployment, limits, now).await
     }
+
+    async fn clear_throttle(&self, deployment: &DeploymentName) -> Result<(), LedgerError> {
+        self.get().await?.clear_throttle(deployment).await
+    }
 }
 
 fn managed_identity(client_id: Option<&str>) -> Result<Arc<dyn TokenCredential>, StoreError> {

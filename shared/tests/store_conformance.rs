@@ -18,8 +18,8 @@ use stormgate_shared::event::CdcHeaders;
 use stormgate_shared::job::{Job, JobId, SummaryKind, Tier};
 use stormgate_shared::severity::Severity::{self, P1, P2, P3, P4, P5};
 use stormgate_shared::store::{
-    AgingPolicy, CallClaim, DeadLetter, IngestOutcome, IngestRecord, Lease, OwedStats,
-    PurgeReport, QueueStats, REGION_INDEX_CAP, SnapshotJson, Store, StoreLimits,
+    AgingPolicy, CallClaim, DeadLetter, IngestOutcome, IngestRecord, Lease, OwedStats, PurgeReport,
+    QueueStats, REGION_INDEX_CAP, SnapshotJson, Store, StoreLimits,
 };
 use stormgate_shared::summary::PutOutcome;
 use stormgate_shared::testing::fixtures::{job, record, summary, technician_job, ticket};

@@ -58,6 +58,7 @@
 pub mod budget;
 pub mod ledger;
 pub mod memory_ledger;
+mod overrides;
 pub mod redis_ledger;
 
 use std::collections::BTreeMap;
@@ -154,6 +155,8 @@ pub struct Governor {
     ledger: Arc<dyn Ledger>,
     policy: GovernorPolicy,
     deployments: BTreeMap<DeploymentName, Configured>,
+    /// Deployments an operator marked down, until when (see [`Governor::with_controls`]).
+    marked_down: BTreeMap<DeploymentName, EpochMillis>,
 }
 
 impl Governor {
@@ -174,6 +177,7 @@ impl Governor {
             ledger,
             policy,
             deployments,
+            marked_down: BTreeMap::new(),
         }
     }
 
@@ -212,6 +216,11 @@ impl Governor {
                 tokens: cost,
                 limit: limits.largest_call(),
             });
+        }
+        if let Some(&until) = self.marked_down.get(deployment)
+            && until > now
+        {
+            return Ok(Admission::Down { until });
         }
         let admission = self.ledger.admit(deployment, &limits, cost, now).await?;
         if let Admission::Deferred { retry_at } = admission {
