@@ -38,6 +38,7 @@ pub mod resummarize;
 pub mod retention;
 pub mod retry;
 pub mod rollup;
+pub mod routing_explanation;
 pub mod sample_events;
 pub mod scrubber;
 pub mod severity;

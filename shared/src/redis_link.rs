@@ -21,6 +21,15 @@ impl RedisLink {
         }
     }
 
+    /// A link that never connects: every use is an error (a connector whose URL or
+    /// credentials could not even be read; its store says why).
+    pub fn unconnectable() -> RedisLink {
+        RedisLink {
+            source: None,
+            connection: OnceCell::new(),
+        }
+    }
+
     /// Around a connection that is already made (tests, tools).
     pub fn ready(connection: ConnectionManager) -> RedisLink {
         RedisLink {

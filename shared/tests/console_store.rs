@@ -13,9 +13,7 @@ use std::time::Duration;
 use stormgate_shared::clock::EpochMillis;
 use stormgate_shared::job::{Job, JobId, SummaryKind, Tier};
 use stormgate_shared::severity::Severity::{P1, P2, P3};
-use stormgate_shared::store::{
-    AgingPolicy, CallClaim, ConsoleStore, ResummarizeOutcome, Store, StoreLimits,
-};
+use stormgate_shared::store::{AgingPolicy, CallClaim, ResummarizeOutcome, Store, StoreLimits};
 use stormgate_shared::summary::PutOutcome;
 use stormgate_shared::testing::fixtures::{job, record, summary, ticket};
 use stormgate_shared::ticket_number::TicketNumber;
@@ -153,7 +151,12 @@ async fn resummarize_reopens_a_fallback_so_the_llm_summary_replaces_it(store: &d
         .unwrap();
     assert_eq!(leased[0].job, again);
     let claims = store
-        .claim_calls(&[again.id.clone()], "w2", NOW, NOW.plus(LEASE_FOR))
+        .claim_calls(
+            std::slice::from_ref(&again.id),
+            "w2",
+            NOW,
+            NOW.plus(LEASE_FOR),
+        )
         .await
         .unwrap();
     assert_eq!(claims, vec![CallClaim::Claimed]);

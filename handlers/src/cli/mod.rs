@@ -1,8 +1,10 @@
 //! Subcommands of the `stormgate` command line, one module each.
 
+pub mod control;
 pub mod dead_letters;
 pub mod loadtest;
 pub mod replay;
 pub mod simulate;
 pub mod soak;
+pub mod status;
 pub mod train;

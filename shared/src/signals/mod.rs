@@ -22,6 +22,7 @@
 //! against both.
 
 pub mod catalog;
+pub mod chart;
 pub mod emit;
 pub mod lag;
 pub mod memory;
