@@ -174,20 +174,18 @@ pub async fn summarized(
     sinks: &SinkReport,
 ) {
     let mut batch = SignalBatch::at(state.clock.now());
+    let (mut by_llm, mut by_fallback) = (Vec::new(), Vec::new());
     for (job, source) in &outcome.summaries {
-        let Some(kind) = job
-            .rsplit(':')
-            .next()
-            .and_then(|k| k.parse::<SummaryKind>().ok())
-        else {
+        let Some(id) = parse_job_id(job) else {
             continue;
         };
-        let from = match source {
-            SummarySource::Llm => tier,
-            SummarySource::Extractive { .. } => Tier::Extractive,
-        };
-        batch.count(field::stored(from, kind), 1);
+        match source {
+            SummarySource::Llm => by_llm.push(id),
+            SummarySource::Extractive { .. } => by_fallback.push(id),
+        }
     }
+    stored(&mut batch, tier, &by_llm);
+    stored(&mut batch, Tier::Extractive, &by_fallback);
     match deployment.parse::<DeploymentName>() {
         Ok(name) => billed(
             &mut batch,
@@ -201,11 +199,35 @@ pub async fn summarized(
     record(state.signals.as_ref(), &batch).await;
 }
 
-/// Summaries stored by `tier` for these jobs (counted by kind).
+/// Summaries stored by `tier` for these jobs: counted by kind in the series, and logged
+/// as a `stored` line when there are any.
 pub fn stored<'a>(batch: &mut SignalBatch, tier: Tier, jobs: impl IntoIterator<Item = &'a JobId>) {
+    let mut counts = [0u64; 3];
     for id in jobs {
         batch.count(field::stored(tier, id.kind), 1);
+        counts[kind_index(id.kind)] += 1;
     }
+    if counts.iter().any(|&n| n > 0) {
+        emit::stored(tier, counts[0], counts[1], counts[2]);
+    }
+}
+
+fn kind_index(kind: SummaryKind) -> usize {
+    match kind {
+        SummaryKind::Technician => 0,
+        SummaryKind::Customer => 1,
+        SummaryKind::Rollup => 2,
+    }
+}
+
+/// A job id as [`JobId`]'s `Display` writes it (`<sys_id>:<version>:<kind>`).
+fn parse_job_id(text: &str) -> Option<JobId> {
+    let mut parts = text.splitn(3, ':');
+    Some(JobId {
+        ticket: parts.next()?.parse().ok()?,
+        version: parts.next()?.parse().ok()?,
+        kind: parts.next()?.parse().ok()?,
+    })
 }
 
 /// What the sinks took in an invocation.

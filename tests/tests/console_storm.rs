@@ -359,6 +359,27 @@ fn assert_signal_lines_match_the_catalog(rig: &Rig) {
         let Ok(Value::Object(fields)) = serde_json::from_str::<Value>(line) else {
             continue;
         };
+        if let Some(span) = fields.get("span").and_then(Value::as_object) {
+            for name in span.keys() {
+                assert!(
+                    catalog::SPAN_FIELDS.contains(&name.as_str()),
+                    "span.{name} is logged but not in the catalog: {line}"
+                );
+            }
+        }
+        if let Some(spec) = fields
+            .get("message")
+            .and_then(Value::as_str)
+            .and_then(catalog::message)
+        {
+            for name in fields.keys() {
+                assert!(
+                    COMMON_FIELDS.contains(&name.as_str()) || spec.fields.contains(&name.as_str()),
+                    "{name} of {:?} is not in the catalog: {line}",
+                    spec.message
+                );
+            }
+        }
         let Some(event) = fields.get("event").and_then(Value::as_str) else {
             continue;
         };
@@ -391,6 +412,7 @@ fn assert_signal_lines_match_the_catalog(rig: &Rig) {
         "deployment_status",
         "redis",
         "verdict",
+        "stored",
     ] {
         assert!(
             seen.contains_key(event),

@@ -200,12 +200,43 @@ pub const EVENTS: &[EventSpec] = &[
         fields: &["verdict_level", "verdict_text"],
     },
     EventSpec {
+        event: "stored",
+        target: GAUGES,
+        emitted_by: "tier functions and dispatch, per tier that settled jobs",
+        fields: &["tier", "technician", "customer", "rollup"],
+    },
+    EventSpec {
         event: "control",
         target: GAUGES,
         emitted_by: "every operator action (controls function, stormgate control)",
         fields: &["action", "control_target", "by", "detail", "source"],
     },
 ];
+
+/// A line known by its message rather than an `event` field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MessageSpec {
+    pub message: &'static str,
+    pub target: &'static str,
+    pub emitted_by: &'static str,
+    pub fields: &'static [&'static str],
+}
+
+/// The fields of the `span` object every line logged while serving an invocation carries
+/// (`app::invocation_span`).
+pub const SPAN_FIELDS: &[&str] = &["name", "invocation_id", "method", "path", "status"];
+
+pub const MESSAGES: &[MessageSpec] = &[MessageSpec {
+    message: "invocation failed",
+    target: "stormgate_handlers::app",
+    emitted_by: "every invocation answered 5xx (but 501)",
+    fields: &["elapsed_ms"],
+}];
+
+/// The spec of a message line, by its message.
+pub fn message(text: &str) -> Option<&'static MessageSpec> {
+    MESSAGES.iter().find(|m| m.message == text)
+}
 
 /// The spec of an event, by name.
 pub fn event(name: &str) -> Option<&'static EventSpec> {

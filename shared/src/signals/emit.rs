@@ -106,6 +106,18 @@ pub fn ingest(counts: &IngestCounts, lags: &[PartitionLag]) {
     }
 }
 
+/// Summaries `tier` stored that settled jobs in one invocation, by kind.
+pub fn stored(tier: crate::job::Tier, technician: u64, customer: u64, rollup: u64) {
+    tracing::info!(
+        target: TARGET,
+        event = "stored",
+        tier = tier.as_str(),
+        technician,
+        customer,
+        rollup,
+    );
+}
+
 /// An operator's action, as audited.
 pub fn control(entry: &AuditEntry) {
     tracing::info!(
