@@ -200,10 +200,10 @@ async fn forward(State(proxy): State<Arc<Proxy>>, request: Request) -> Response 
         if let (Ok(name), Ok(value)) = (
             axum::http::HeaderName::from_bytes(name.as_str().as_bytes()),
             HeaderValue::from_bytes(value.as_bytes()),
-        ) {
-            if name != "content-length" && name != "transfer-encoding" {
-                headers.insert(name, value);
-            }
+        ) && name != "content-length"
+            && name != "transfer-encoding"
+        {
+            headers.insert(name, value);
         }
     }
     let bytes = answer.bytes().await.unwrap_or_default();
@@ -228,6 +228,40 @@ mod tests {
         assert!(matches("regions/{region}/rollup", "regions/north/rollup"));
         assert!(matches("status", "status"));
         assert!(!matches("status", "statuses"));
+    }
+
+    #[test]
+    fn the_key_check_follows_the_hosts_facts() {
+        let path = repo_path("tests/fixtures/platform/host-http-and-logs.json");
+        let facts: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let keys = &facts["http_keys"];
+        assert_eq!(keys["header"], KEY_HEADER);
+        assert_eq!(keys["query"], KEY_QUERY);
+        assert_eq!(keys["admin_route_needs"], "admin");
+        assert_eq!(keys["levels"]["master key"], "admin");
+        assert_eq!(
+            keys["function_route_accepts"],
+            serde_json::json!(["function", "admin"])
+        );
+        // The header wins over the query parameter, as the host reads them.
+        let mut headers = HeaderMap::new();
+        headers.insert(KEY_HEADER, HeaderValue::from_static("from-header"));
+        let uri: Uri = "/api/status?code=from-query".parse().unwrap();
+        assert_eq!(keys["header_first"], true);
+        assert_eq!(key_of(&headers, &uri).as_deref(), Some("from-header"));
+        assert_eq!(
+            key_of(&HeaderMap::new(), &uri).as_deref(),
+            Some("from-query")
+        );
+        // Every HTTP function's level is one the check knows.
+        for f in http_functions() {
+            assert!(
+                ["anonymous", "function", "admin"].contains(&f.auth_level.as_str()),
+                "{}: {}",
+                f.name,
+                f.auth_level
+            );
+        }
     }
 
     #[test]
