@@ -16,6 +16,7 @@ use stormgate_shared::governor::budget::DeploymentNameError;
 use stormgate_shared::governor::{DeploymentBudget, DeploymentName, GovernorPolicy, Headroom};
 use stormgate_shared::ingest::IngestPolicy;
 use stormgate_shared::job::Tier;
+use stormgate_shared::model_quota;
 use stormgate_shared::store::{DEFAULT_DEAD_LETTER_CAP, DEFAULT_RETENTION, StoreLimits};
 
 use crate::secrets::{self, Secret, SecretSource};
@@ -195,18 +196,25 @@ pub const SETTINGS: &[SettingSpec] = &[
         "Premium deployment's tokens per minute (Bicep capacity x 1000).",
     ),
     setting(
+        PREMIUM.rpm,
+        Optional,
+        Handler,
+        None,
+        "Premium deployment's requests per minute (Bicep capacity x the tier's RPM per unit); when unset, the model's ratio in Azure's quota tables (gpt-4.1 family 1 per 1,000 TPM, gpt-4o family 6), and start-up fails for a model the table does not know.",
+    ),
+    setting(
         PREMIUM.price_input,
         Optional,
         Handler,
-        Some("2.50"),
-        "USD per million input tokens, premium model.",
+        Some("2.00"),
+        "USD per million input tokens, premium model (default: gpt-4.1, Global).",
     ),
     setting(
         PREMIUM.price_output,
         Optional,
         Handler,
-        Some("10.00"),
-        "USD per million output tokens, premium model.",
+        Some("8.00"),
+        "USD per million output tokens, premium model (default: gpt-4.1, Global).",
     ),
     setting(
         STANDARD.deployment,
@@ -230,18 +238,25 @@ pub const SETTINGS: &[SettingSpec] = &[
         "Standard deployment's tokens per minute (Bicep capacity x 1000).",
     ),
     setting(
+        STANDARD.rpm,
+        Optional,
+        Handler,
+        None,
+        "Standard deployment's requests per minute; when unset, the model's ratio, as for the premium tier.",
+    ),
+    setting(
         STANDARD.price_input,
         Optional,
         Handler,
-        Some("0.15"),
-        "USD per million input tokens, standard model.",
+        Some("0.40"),
+        "USD per million input tokens, standard model (default: gpt-4.1-mini, Global).",
     ),
     setting(
         STANDARD.price_output,
         Optional,
         Handler,
-        Some("0.60"),
-        "USD per million output tokens, standard model.",
+        Some("1.60"),
+        "USD per million output tokens, standard model (default: gpt-4.1-mini, Global).",
     ),
     setting(
         GOVERNOR_HEADROOM,
@@ -348,14 +363,18 @@ pub const SETTINGS: &[SettingSpec] = &[
     ),
     setting(
         "FUNCTIONS_WORKER_RUNTIME",
-        Required,
+        RequiredWhen(
+            "running locally (Flex Consumption takes the runtime from the site and refuses the setting)",
+        ),
         Host,
         Some("custom"),
         "Must be `custom` for a custom handler.",
     ),
     setting(
         "FUNCTIONS_EXTENSION_VERSION",
-        Required,
+        RequiredWhen(
+            "running locally (Flex Consumption takes the runtime from the site and refuses the setting)",
+        ),
         Host,
         Some("~4"),
         "Functions runtime version.",
@@ -386,26 +405,6 @@ pub const SETTINGS: &[SettingSpec] = &[
         Host,
         None,
         "User-assigned identity's client id for the storage connection.",
-    ),
-    secret(
-        "WEBSITE_CONTENTAZUREFILECONNECTIONSTRING",
-        RequiredWhen("on Elastic Premium"),
-        Host,
-        "Connection string of the Azure Files content share (a Key Vault reference); not used on Flex Consumption.",
-    ),
-    setting(
-        "WEBSITE_CONTENTSHARE",
-        RequiredWhen("on Elastic Premium"),
-        Host,
-        None,
-        "Name of the Azure Files content share; not used on Flex Consumption.",
-    ),
-    setting(
-        "WEBSITE_SKIP_CONTENTSHARE_VALIDATION",
-        Optional,
-        Host,
-        None,
-        "`1` when the content-share connection string is a Key Vault reference the platform cannot validate at creation.",
     ),
     setting(
         "APPLICATIONINSIGHTS_CONNECTION_STRING",
@@ -575,6 +574,8 @@ pub struct TierSettings {
     pub deployment: DeploymentName,
     pub model: String,
     pub tokens_per_minute: u64,
+    /// As configured, else the model's ratio to the TPM ([`stormgate_shared::model_quota`]).
+    pub requests_per_minute: u64,
     pub price_input_per_1m: f64,
     pub price_output_per_1m: f64,
 }
@@ -609,6 +610,7 @@ impl Settings {
                 .unwrap_or_else(|_| unreachable!("a valid deployment name")),
             model: format!("{name}-model"),
             tokens_per_minute: 10_000,
+            requests_per_minute: 60,
             price_input_per_1m: input,
             price_output_per_1m: output,
         };
@@ -624,8 +626,8 @@ impl Settings {
                 api_version: "2024-10-21".into(),
                 auth: OpenAiAuth::ManagedIdentity,
             },
-            premium: tier("premium", 2.50, 10.00),
-            standard: tier("standard", 0.15, 0.60),
+            premium: tier("premium", 2.00, 8.00),
+            standard: tier("standard", 0.40, 1.60),
             governor_headroom: Headroom::DEFAULT,
             key_vault_url: None,
             classifier_model_path: None,
@@ -647,6 +649,7 @@ impl Settings {
             tier,
             deployment: t.deployment.clone(),
             tpm: t.tokens_per_minute,
+            rpm: t.requests_per_minute,
         };
         [
             budget(Tier::Premium, &self.premium),
@@ -924,11 +927,12 @@ fn openai_settings(settings: &AppSettings) -> Result<OpenAiSettings, ConfigError
     })
 }
 
-/// The five settings of one tier.
+/// The six settings of one tier.
 struct TierNames {
     deployment: &'static str,
     model: &'static str,
     tpm: &'static str,
+    rpm: &'static str,
     price_input: &'static str,
     price_output: &'static str,
 }
@@ -937,6 +941,7 @@ const PREMIUM: TierNames = TierNames {
     deployment: "STORMGATE_PREMIUM_DEPLOYMENT",
     model: "STORMGATE_PREMIUM_MODEL",
     tpm: "STORMGATE_PREMIUM_TPM",
+    rpm: "STORMGATE_PREMIUM_RPM",
     price_input: "STORMGATE_PREMIUM_PRICE_INPUT_PER_1M",
     price_output: "STORMGATE_PREMIUM_PRICE_OUTPUT_PER_1M",
 };
@@ -945,11 +950,26 @@ const STANDARD: TierNames = TierNames {
     deployment: "STORMGATE_STANDARD_DEPLOYMENT",
     model: "STORMGATE_STANDARD_MODEL",
     tpm: "STORMGATE_STANDARD_TPM",
+    rpm: "STORMGATE_STANDARD_RPM",
     price_input: "STORMGATE_STANDARD_PRICE_INPUT_PER_1M",
     price_output: "STORMGATE_STANDARD_PRICE_OUTPUT_PER_1M",
 };
 
 fn tier_settings(settings: &AppSettings, names: &TierNames) -> Result<TierSettings, ConfigError> {
+    let model = settings.required(names.model)?.to_owned();
+    let tokens_per_minute = settings.parsed_or_default(names.tpm, positive_integer)?;
+    let requests_per_minute = match settings.parsed_optional(names.rpm, positive_integer)? {
+        Some(rpm) => rpm,
+        None => model_quota::default_rpm(&model, tokens_per_minute)
+            .filter(|&rpm| rpm > 0)
+            .ok_or_else(|| ConfigError::Missing {
+                name: names.rpm,
+                why: format!(
+                    "model {model:?} is not in the quota table the default comes from; give the \
+                     deployment's requests per minute"
+                ),
+            })?,
+    };
     Ok(TierSettings {
         deployment: settings.required(names.deployment)?.parse().map_err(
             |e: DeploymentNameError| ConfigError::Malformed {
@@ -957,8 +977,9 @@ fn tier_settings(settings: &AppSettings, names: &TierNames) -> Result<TierSettin
                 reason: e.to_string(),
             },
         )?,
-        model: settings.required(names.model)?.to_owned(),
-        tokens_per_minute: settings.parsed_or_default(names.tpm, positive_integer)?,
+        model,
+        tokens_per_minute,
+        requests_per_minute,
         price_input_per_1m: settings.parsed_or_default(names.price_input, non_negative_number)?,
         price_output_per_1m: settings.parsed_or_default(names.price_output, non_negative_number)?,
     })
@@ -1078,9 +1099,11 @@ impl Settings {
             ("STORMGATE_PREMIUM_DEPLOYMENT", "premium-deployment"),
             ("STORMGATE_PREMIUM_MODEL", "premium-model"),
             ("STORMGATE_PREMIUM_TPM", "10000"),
+            ("STORMGATE_PREMIUM_RPM", "60"),
             ("STORMGATE_STANDARD_DEPLOYMENT", "standard-deployment"),
             ("STORMGATE_STANDARD_MODEL", "standard-model"),
             ("STORMGATE_STANDARD_TPM", "10000"),
+            ("STORMGATE_STANDARD_RPM", "60"),
         ]
     }
 }

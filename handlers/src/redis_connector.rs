@@ -289,6 +289,20 @@ impl Ledger for LazyRedisLedger {
         self.get().await?.admit(deployment, limits, cost, now).await
     }
 
+    async fn admit_send(
+        &self,
+        deployment: &DeploymentName,
+        limits: &WindowLimits,
+        cost: Tokens,
+        replacing: Option<stormgate_shared::governor::ReservationId>,
+        now: EpochMillis,
+    ) -> Result<Admission, LedgerError> {
+        self.get()
+            .await?
+            .admit_send(deployment, limits, cost, replacing, now)
+            .await
+    }
+
     async fn reconcile(
         &self,
         reservation: &Reservation,

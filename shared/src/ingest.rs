@@ -159,7 +159,8 @@ pub enum IngestError {
 /// ([`prompts::single_ticket_prompt_chars`], held equal to the built request by a test).
 pub fn prompt_token_estimate(text: &prompts::TicketText, kind: SummaryKind) -> Tokens {
     let chars = prompts::single_ticket_prompt_chars(prompts::current(kind), text);
-    metering::text_charge_of_chars(chars)
+    // A system and a user message: the framing the governor charges for them.
+    metering::text_charge_of_chars(chars) + metering::framing_charge(2)
 }
 
 /// What became of one event of a batch.

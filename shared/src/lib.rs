@@ -31,6 +31,7 @@ pub mod lab;
 pub mod llm;
 pub mod log_bounding;
 pub mod metering;
+pub mod model_quota;
 pub mod prompts;
 pub mod redis_link;
 pub mod related_context;

@@ -472,7 +472,7 @@ impl TierWorker<'_> {
         }
         match self
             .gate
-            .readmit(&self.deployment.name, tokens, self.clock.now())
+            .reserve(&self.deployment.name, tokens, self.clock.now())
             .await
         {
             Readmission::Admitted(reservation) => Some(RelatedExcerpt {
@@ -772,6 +772,7 @@ pub(crate) mod tests {
                         tier: Tier::Premium,
                         deployment: "premium".parse().unwrap(),
                         tpm: 100_000,
+                        rpm: 600,
                     }],
                 ),
                 clock: ManualClock::starting_at(T0),
@@ -1035,7 +1036,7 @@ pub(crate) mod tests {
         )])
         .await;
         let leases = rig.lease().await;
-        let crate::retry::Readmission::Admitted(reservation) = crate::retry::RetryGate::readmit(
+        let crate::retry::Readmission::Admitted(reservation) = crate::retry::RetryGate::reserve(
             &rig.governor,
             "premium",
             Tokens(700),

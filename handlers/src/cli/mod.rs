@@ -2,7 +2,10 @@
 
 pub mod control;
 pub mod dead_letters;
+pub mod lab_input;
+pub mod lab_progress;
 pub mod loadtest;
+pub mod plan;
 pub mod replay;
 pub mod simulate;
 pub mod soak;

@@ -158,10 +158,14 @@ impl Rig {
             None
         };
         let tpm = options.tpm.to_string();
+        // A gpt-4o deployment's ratio, as the simulator meters it: 6 requests per 1,000 tokens.
+        let rpm = (options.tpm * 6 / 1_000).to_string();
         let mut overrides = vec![
             ("STORMGATE_REDIS_URL", link.url()),
             ("STORMGATE_PREMIUM_TPM", tpm.clone()),
             ("STORMGATE_STANDARD_TPM", tpm),
+            ("STORMGATE_PREMIUM_RPM", rpm.clone()),
+            ("STORMGATE_STANDARD_RPM", rpm),
             ("AZURE_OPENAI_ENDPOINT", llm.endpoint()),
             ("AZURE_OPENAI_AUTH", "api_key".into()),
             ("AZURE_OPENAI_API_KEY", API_KEY.into()),
