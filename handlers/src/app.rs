@@ -125,6 +125,7 @@ impl AppState {
                     deployment: t.deployment.clone(),
                     model: t.model.clone(),
                     tpm: t.tokens_per_minute,
+                    rpm: t.requests_per_minute,
                     price_input_per_1m: t.price_input_per_1m,
                     price_output_per_1m: t.price_output_per_1m,
                 })

@@ -54,11 +54,13 @@ fn rig() -> Rig {
                 tier: Tier::Premium,
                 deployment: premium(),
                 tpm: 60_000,
+                rpm: 60_000 * 6 / 1_000,
             },
             DeploymentBudget {
                 tier: Tier::Standard,
                 deployment: "gpt-4o-mini".parse().unwrap(),
                 tpm: 120_000,
+                rpm: 120_000 * 6 / 1_000,
             },
         ],
     );

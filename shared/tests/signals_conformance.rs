@@ -147,6 +147,7 @@ async fn the_published_configuration_is_read_back(signals: &dyn SignalStore) {
             deployment: "gpt-4o".parse().unwrap(),
             model: "gpt-4o".into(),
             tpm: 50_000,
+            rpm: 50_000 * 6 / 1_000,
             price_input_per_1m: 2.5,
             price_output_per_1m: 10.0,
         }],

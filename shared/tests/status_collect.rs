@@ -11,9 +11,7 @@ use stormgate_shared::clock::EpochMillis;
 use stormgate_shared::controls::memory::MemoryControls;
 use stormgate_shared::controls::{AuditEntry, ControlKey, ControlStore, Setting};
 use stormgate_shared::deadline_policy::DeadlinePolicy;
-use stormgate_shared::governor::{
-    DeploymentBudget, DeploymentName, Governor, GovernorPolicy, MemoryLedger,
-};
+use stormgate_shared::governor::{DeploymentName, Governor, GovernorPolicy, MemoryLedger};
 use stormgate_shared::job::{Job, JobId, SummaryKind, Tier};
 use stormgate_shared::severity::Severity;
 use stormgate_shared::signals::memory::MemorySignals;
@@ -41,6 +39,7 @@ fn config() -> FleetConfig {
                 deployment: premium(),
                 model: "gpt-4o".into(),
                 tpm: 60_000,
+                rpm: 60_000 * 6 / 1_000,
                 price_input_per_1m: 2.5,
                 price_output_per_1m: 10.0,
             },
@@ -49,6 +48,7 @@ fn config() -> FleetConfig {
                 deployment: "gpt-4o-mini".parse().unwrap(),
                 model: "gpt-4o-mini".into(),
                 tpm: 120_000,
+                rpm: 120_000 * 6 / 1_000,
                 price_input_per_1m: 0.15,
                 price_output_per_1m: 0.6,
             },
@@ -62,11 +62,7 @@ fn governor() -> Governor {
     Governor::new(
         Arc::new(MemoryLedger::new()),
         GovernorPolicy::default(),
-        config().deployments.iter().map(|d| DeploymentBudget {
-            tier: d.tier,
-            deployment: d.deployment.clone(),
-            tpm: d.tpm,
-        }),
+        config().deployments.iter().map(DeploymentConfig::budget),
     )
 }
 

@@ -16,12 +16,12 @@ use clap::Args;
 use stormgate_shared::clock::Clock;
 use stormgate_shared::controls::ControlStore;
 use stormgate_shared::dispatch_policy::DispatchConfig;
-use stormgate_shared::governor::{DeploymentBudget, Governor};
+use stormgate_shared::governor::Governor;
 use stormgate_shared::signals::status::{
     AUDIT_SHOWN, DeploymentState, Status, StatusInputs, collect,
 };
 use stormgate_shared::signals::verdict::human;
-use stormgate_shared::signals::{FleetConfig, SignalStore};
+use stormgate_shared::signals::{DeploymentConfig, FleetConfig, SignalStore};
 use stormgate_shared::store::Store;
 
 use crate::config::{RedisAuth, RedisSettings};
@@ -83,11 +83,7 @@ impl Fleet {
         let governor = Governor::new(
             connector.ledger(),
             config.policy,
-            config.deployments.iter().map(|d| DeploymentBudget {
-                tier: d.tier,
-                deployment: d.deployment.clone(),
-                tpm: d.tpm,
-            }),
+            config.deployments.iter().map(DeploymentConfig::budget),
         );
         Ok(Fleet {
             store,

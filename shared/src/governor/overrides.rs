@@ -25,9 +25,9 @@ impl Governor {
             if control.tpm().is_none() && control.headroom().is_none() {
                 continue;
             }
-            let budget = DeploymentBudget {
-                tpm: control.tpm().unwrap_or(configured.budget.tpm),
-                ..configured.budget.clone()
+            let budget = match control.tpm() {
+                Some(tpm) => configured.budget.with_tpm(tpm),
+                None => configured.budget.clone(),
             };
             let headroom = control.headroom().unwrap_or(self.policy.headroom);
             let limits =
@@ -88,6 +88,7 @@ mod tests {
             tier: Tier::Premium,
             deployment: d.clone(),
             tpm: 60_000,
+            rpm: 360,
         };
         let g = Governor::new(
             Arc::new(MemoryLedger::new()),

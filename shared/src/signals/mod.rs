@@ -136,6 +136,8 @@ pub struct DeploymentConfig {
     pub model: String,
     /// Tokens per minute (`STORMGATE_<TIER>_TPM`).
     pub tpm: u64,
+    /// Requests per minute (`STORMGATE_<TIER>_RPM`).
+    pub rpm: u64,
     /// USD per million prompt tokens and per million completion tokens.
     pub price_input_per_1m: f64,
     pub price_output_per_1m: f64,
@@ -149,6 +151,18 @@ pub struct FleetConfig {
     pub deployments: Vec<DeploymentConfig>,
     pub policy: GovernorPolicy,
     pub deadlines: DeadlinePolicy,
+}
+
+impl DeploymentConfig {
+    /// The quota the governor enforces for this deployment.
+    pub fn budget(&self) -> crate::governor::DeploymentBudget {
+        crate::governor::DeploymentBudget {
+            tier: self.tier,
+            deployment: self.deployment.clone(),
+            tpm: self.tpm,
+            rpm: self.rpm,
+        }
+    }
 }
 
 impl FleetConfig {
