@@ -17,6 +17,7 @@ use fault_rig::{PREMIUM, Rig, RigOptions, STANDARD};
 use serde_json::{Value, json};
 use stormgate_e2e::kafka::TOPIC;
 use stormgate_e2e::tickets::{event, ticket};
+use stormgate_handlers::config::Settings;
 use stormgate_shared::classifier::Classifier;
 use stormgate_shared::clock::{Clock, EpochMillis, ManualClock};
 use stormgate_shared::ingest::{IngestContext, IngestPolicy, prepare};
@@ -218,7 +219,10 @@ async fn the_status_tells_the_truth_through_a_storm() {
     rig.settle(30).await;
     rig.assert_every_job_settled(&expected_jobs).await;
     let doc = status(&rig).await;
-    for (name, input, output) in [(PREMIUM, 2.50, 10.00), (STANDARD, 0.15, 0.60)] {
+    // The handler runs at the settings table's default prices, which `Settings::example` loads.
+    let defaults = Settings::example();
+    for (name, prices) in [(PREMIUM, &defaults.premium), (STANDARD, &defaults.standard)] {
+        let (input, output) = (prices.price_input_per_1m, prices.price_output_per_1m);
         let billed = rig.simulator.core().stats(name).unwrap();
         let d = deployment(&doc, name);
         assert_eq!(d["today"]["prompt_tokens"], billed.prompt_tokens, "{name}");
