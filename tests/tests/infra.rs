@@ -187,7 +187,7 @@ fn param_file_assignments_parse_as_declarations_of_their_template_parameters() -
 #[test]
 fn main_passes_each_module_exactly_the_parameters_it_declares() -> anyhow::Result<()> {
     let main = infra_file("main.bicep")?;
-    assert_eq!(main.declarations("module_declaration").len(), 10);
+    assert_eq!(main.declarations("module_declaration").len(), 12);
     assert_eq!(check_module_calls(&main)?, vec![]);
     Ok(())
 }
