@@ -171,6 +171,9 @@ fn every_link_between_the_documents_resolves() {
             }
         }
     }
-    assert!(checked > 10, "only {checked} links found: is the parser right?");
+    assert!(
+        checked > 10,
+        "only {checked} links found: is the parser right?"
+    );
     assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
 }
