@@ -136,7 +136,18 @@ async fn a_setting_replaced_keeps_only_its_new_end(controls: &dyn ControlStore) 
 }
 
 async fn an_entry_alone_changes_nothing_and_the_audit_keeps_its_cap(controls: &dyn ControlStore) {
-    for n in 0..(AUDIT_CAP as u64 + 5) {
+    for n in 0..(AUDIT_CAP as u64) {
+        controls
+            .change(None, None, &entry(n, "resummarize", &format!("INC{n:07}")))
+            .await
+            .unwrap();
+    }
+    assert_eq!(
+        controls.audit_trimmed().await.unwrap(),
+        0,
+        "at the cap, nothing trimmed"
+    );
+    for n in (AUDIT_CAP as u64)..(AUDIT_CAP as u64 + 5) {
         controls
             .change(None, None, &entry(n, "resummarize", &format!("INC{n:07}")))
             .await
@@ -148,6 +159,8 @@ async fn an_entry_alone_changes_nothing_and_the_audit_keeps_its_cap(controls: &d
     assert_eq!(audit[0].entry.target, format!("INC{:07}", AUDIT_CAP + 4));
     assert_eq!(audit[AUDIT_CAP - 1].entry.target, format!("INC{:07}", 5));
     assert_eq!(controls.audit(3).await.unwrap().len(), 3);
+    // What the cap dropped is counted, not silent.
+    assert_eq!(controls.audit_trimmed().await.unwrap(), 5);
 }
 
 macro_rules! conformance {

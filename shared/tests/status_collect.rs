@@ -176,6 +176,8 @@ async fn the_status_says_what_the_store_the_governor_and_the_series_hold() {
         signals: &signals,
         controls: &state,
         audit: &audit,
+        audit_trimmed: 3,
+        work_notes_in_outbox: 7,
         config: &config,
         aging: AgingPolicy {
             promote_every: Duration::from_secs(120),
@@ -227,6 +229,10 @@ async fn the_status_says_what_the_store_the_governor_and_the_series_hold() {
     assert_eq!(status.summaries.stored_per_minute[0].count, 5);
     assert_eq!(status.sinks.notices.delivered_per_minute, 4);
     assert_eq!(status.audit.len(), 1);
+    assert_eq!(status.audit_trimmed_total, 3);
+    // Notes queued in the ServiceNow outbox after a failed write still wait.
+    assert_eq!(status.sinks.work_notes.in_outbox, 7);
+    assert_eq!(status.sinks.work_notes.waiting, 7);
     assert_eq!(status.redis, None);
 
     assert_eq!(status.verdict.level, Level::Critical);

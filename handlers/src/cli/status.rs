@@ -28,6 +28,7 @@ use crate::config::{RedisAuth, RedisSettings};
 use crate::lazy_store::ConnectStore;
 use crate::redis_connector::{NAMESPACE, RedisConnector};
 use crate::secrets::Secret;
+use crate::servicenow::WorkNoteOutbox;
 use crate::system_clock::SystemClock;
 
 #[derive(Debug, Args)]
@@ -56,6 +57,8 @@ pub struct Fleet {
     pub controls: Arc<dyn ControlStore>,
     pub governor: Governor,
     pub config: FleetConfig,
+    /// The ServiceNow work-note outbox's keys (empty when write-back is off).
+    pub outbox: WorkNoteOutbox,
 }
 
 impl Fleet {
@@ -89,6 +92,7 @@ impl Fleet {
             store,
             signals,
             controls: connector.controls(),
+            outbox: WorkNoteOutbox::new(connector.lazy_connection(), &connector.key("servicenow")),
             governor,
             config,
         })
@@ -100,12 +104,20 @@ impl Fleet {
         let controls = self.controls.state(now).await?;
         let governor = self.governor.with_controls(&controls, now);
         let audit = self.controls.audit(AUDIT_SHOWN).await?;
+        let audit_trimmed = self.controls.audit_trimmed().await?;
+        let work_notes_in_outbox = self
+            .outbox
+            .pending()
+            .await
+            .map_err(|e| anyhow::anyhow!("the ServiceNow outbox: {e}"))?;
         Ok(collect(&StatusInputs {
             store: self.store.as_ref(),
             governor: &governor,
             signals: self.signals.as_ref(),
             controls: &controls,
             audit: &audit,
+            audit_trimmed,
+            work_notes_in_outbox,
             config: &self.config,
             aging: DispatchConfig::default().aging(),
             now,

@@ -15,6 +15,7 @@ use stormgate_shared::signals::status::{AUDIT_SHOWN, Status, StatusInputs, colle
 use stormgate_shared::store::Store;
 
 use crate::app::AppState;
+use crate::deliveries;
 use crate::error::ApiError;
 
 pub async fn get(State(state): State<AppState>) -> Result<impl IntoResponse, ApiError> {
@@ -35,6 +36,10 @@ pub async fn current(
     now: EpochMillis,
 ) -> Result<Status, ApiError> {
     let audit = state.controls.audit(AUDIT_SHOWN).await?;
+    let audit_trimmed = state.controls.audit_trimmed().await?;
+    let work_notes_in_outbox = deliveries::outbox_pending(state)
+        .await
+        .map_err(|e| ApiError::Unavailable(format!("the ServiceNow outbox: {e}")))?;
     let config = state.fleet_config();
     Ok(collect(&StatusInputs {
         store,
@@ -42,6 +47,8 @@ pub async fn current(
         signals: state.signals.as_ref(),
         controls,
         audit: &audit,
+        audit_trimmed,
+        work_notes_in_outbox,
         config: &config,
         aging: state.dispatch.aging(),
         now,

@@ -23,6 +23,8 @@ struct State {
     audit: VecDeque<AuditRecord>,
     /// Stream ids are `<ms>-<seq>` as in Redis: the sequence within one millisecond.
     last_id: (u64, u64),
+    /// Entries the cap dropped.
+    trimmed: u64,
 }
 
 impl MemoryControls {
@@ -50,6 +52,7 @@ impl State {
         });
         while self.audit.len() > AUDIT_CAP {
             self.audit.pop_front();
+            self.trimmed += 1;
         }
     }
 }
@@ -95,6 +98,10 @@ impl ControlStore for MemoryControls {
         }
         state.append(audit.clone());
         Ok(())
+    }
+
+    async fn audit_trimmed(&self) -> Result<u64, ControlError> {
+        Ok(self.state().trimmed)
     }
 
     async fn audit(&self, limit: usize) -> Result<Vec<AuditRecord>, ControlError> {

@@ -266,6 +266,9 @@ pub trait ControlStore: Send + Sync + std::fmt::Debug {
     /// The latest `limit` audit entries, newest first.
     async fn audit(&self, limit: usize) -> Result<Vec<AuditRecord>, ControlError>;
 
+    /// How many audit entries the cap has dropped, ever (oldest first).
+    async fn audit_trimmed(&self) -> Result<u64, ControlError>;
+
     /// The controls in force at `now` (see [`ControlStore::settings`]).
     async fn state(&self, now: EpochMillis) -> Result<ControlState, ControlError> {
         Ok(ControlState::from_settings(&self.settings(now).await?, now))

@@ -9,6 +9,7 @@
 //! | `{ns}:controls:until`   | zset   | [`ControlKey`] text, scored by the setting's end      |
 //! | `{ns}:controls:ends`    | hash   | [`ControlKey`] text → the detail its expiry's audit entry carries |
 //! | `{ns}:audit`            | stream | `at`, `by`, `action`, `target`, `detail`, `source`; at most [`AUDIT_CAP`] entries |
+//! | `{ns}:audit:trimmed`    | string | entries the cap dropped, counted |
 //!
 //! Bounds: a setting per control key; the audit stream is trimmed to its cap on each write.
 
@@ -107,6 +108,15 @@ impl ControlStore for RedisControls {
         let mut connection = self.link.get().await?;
         invocation.invoke_async::<String>(&mut connection).await?;
         Ok(())
+    }
+
+    async fn audit_trimmed(&self) -> Result<u64, ControlError> {
+        let mut connection = self.link.get().await?;
+        let trimmed: Option<u64> = redis::cmd("GET")
+            .arg(format!("{}:audit:trimmed", self.prefix))
+            .query_async(&mut connection)
+            .await?;
+        Ok(trimmed.unwrap_or(0))
     }
 
     async fn audit(&self, limit: usize) -> Result<Vec<AuditRecord>, ControlError> {

@@ -47,6 +47,12 @@ pub struct StatusInputs<'a> {
     pub signals: &'a dyn SignalStore,
     pub controls: &'a ControlState,
     pub audit: &'a [AuditRecord],
+    /// Audit entries the stream's cap has dropped ([`ControlStore::audit_trimmed`]).
+    ///
+    /// [`ControlStore::audit_trimmed`]: crate::controls::ControlStore::audit_trimmed
+    pub audit_trimmed: u64,
+    /// Work notes in the ServiceNow outbox (queued for a retry, due or not); 0 without write-back.
+    pub work_notes_in_outbox: u64,
     pub config: &'a FleetConfig,
     pub aging: AgingPolicy,
     pub now: EpochMillis,
@@ -72,6 +78,9 @@ pub struct Status {
     pub controls: ControlState,
     /// The latest audit entries, newest first.
     pub audit: Vec<AuditRecord>,
+    /// Audit entries the stream's cap has dropped, ever.
+    #[serde(default)]
+    pub audit_trimmed_total: u64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -252,8 +261,13 @@ pub struct SinksStatus {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SinkStatus {
     pub delivered_per_minute: u64,
-    /// Owed and not yet made (due, or claimed by an invocation in progress).
+    /// Owed and not yet made (due, or claimed by an invocation in progress), and for work
+    /// notes those in the ServiceNow outbox too.
     pub waiting: u64,
+    /// Of `waiting`, work notes in the ServiceNow outbox (queued after a failed write);
+    /// always 0 for customer notices.
+    #[serde(default)]
+    pub in_outbox: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -438,10 +452,12 @@ pub async fn collect(inputs: &StatusInputs<'_>) -> Result<Status, StatusError> {
         notices: SinkStatus {
             delivered_per_minute: last.get(field::NOTICES_DELIVERED),
             waiting: notices.due + notices.claimed,
+            in_outbox: 0,
         },
         work_notes: SinkStatus {
             delivered_per_minute: last.get(field::WORK_NOTES_DELIVERED),
-            waiting: notes.due + notes.claimed,
+            waiting: notes.due + notes.claimed + inputs.work_notes_in_outbox,
+            in_outbox: inputs.work_notes_in_outbox,
         },
     };
 
@@ -460,6 +476,7 @@ pub async fn collect(inputs: &StatusInputs<'_>) -> Result<Status, StatusError> {
         redis: inputs.signals.memory().await?.map(RedisStatus::from),
         controls: inputs.controls.clone(),
         audit: inputs.audit.iter().take(AUDIT_SHOWN).cloned().collect(),
+        audit_trimmed_total: inputs.audit_trimmed,
     };
     status.verdict = verdict(&status);
     Ok(status)

@@ -282,6 +282,7 @@ mod tests {
             redis: None,
             controls: ControlState::default(),
             audit: Vec::new(),
+            audit_trimmed_total: 0,
         }
     }
 

@@ -7,6 +7,17 @@ local function key(...)
   return P .. ':' .. table.concat({ ... }, ':')
 end
 local cap, field, setting, till, ends = ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+-- Appends an audit entry, trimming the stream to its cap and counting what the cap
+-- dropped (`audit:trimmed`), so a trimmed audit is never silent.
+local function append_audit(...)
+  local before = redis.call('XLEN', key('audit'))
+  local id = redis.call('XADD', key('audit'), 'MAXLEN', cap, '*', ...)
+  local trimmed = before + 1 - tonumber(cap)
+  if trimmed > 0 then
+    redis.call('INCRBY', key('audit', 'trimmed'), trimmed)
+  end
+  return id
+end
 if field ~= '' then
   if setting == '' then
     redis.call('HDEL', key('controls'), field)
@@ -23,5 +34,5 @@ if field ~= '' then
     end
   end
 end
-return redis.call('XADD', key('audit'), 'MAXLEN', cap, '*', 'at', ARGV[7], 'by', ARGV[8],
+return append_audit('at', ARGV[7], 'by', ARGV[8],
   'action', ARGV[9], 'target', ARGV[10], 'detail', ARGV[11], 'source', ARGV[12])
