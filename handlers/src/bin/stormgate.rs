@@ -1,4 +1,4 @@
-//! The `stormgate` command line: train, simulate, load test, replay, dead letters.
+//! The `stormgate` command line: train, simulate, load test, replay, local, dead letters.
 //!
 //! Each subcommand lives in its own module under `stormgate_handlers::cli`.
 
@@ -26,6 +26,9 @@ enum Command {
     Loadtest(cli::loadtest::LoadtestArgs),
     /// Replay a storm through the naive design and stormgate, on virtual time.
     Replay(cli::replay::ReplayArgs),
+    /// Run the real functions end to end on this machine: handler, Redis, the Azure
+    /// OpenAI simulator and the Functions host emulation, playing a storm in real time.
+    Local(cli::local::LocalArgs),
     /// List the events `classify` dead-lettered, or re-submit them through ingest.
     DeadLetters(cli::dead_letters::DeadLettersArgs),
 }
@@ -36,6 +39,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Train(args) => cli::train::run(&args),
         Command::Simulate(args) => cli::simulate::run(args).await,
         Command::Loadtest(args) => cli::loadtest::run(args).await,
+        Command::Local(args) => cli::local::run(args).await,
         Command::DeadLetters(args) => cli::dead_letters::run(args).await,
         // The replay runs its own single-threaded runtime on virtual time.
         Command::Replay(args) => std::thread::spawn(move || cli::replay::run(args))

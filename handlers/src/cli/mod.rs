@@ -2,6 +2,7 @@
 
 pub mod dead_letters;
 pub mod loadtest;
+pub mod local;
 pub mod replay;
 pub mod simulate;
 pub mod train;

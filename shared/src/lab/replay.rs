@@ -141,7 +141,7 @@ pub struct TicketTrack {
 
 impl TicketTrack {
     /// A technician job of this ticket left the queue at `now`.
-    fn record_wait(&mut self, lease: &Lease, now: EpochMillis) {
+    pub fn record_wait(&mut self, lease: &Lease, now: EpochMillis) {
         let waited =
             u64::try_from(now.since(lease.job.enqueued_at).as_millis()).unwrap_or(u64::MAX);
         if waited >= self.max_wait_ms || self.queued_severity.is_none() {

@@ -1,0 +1,197 @@
+//! What a local run went through, per ticket, in the storm lab's own terms
+//! ([`TicketTrack`]), so that [`stormgate_shared::lab::report`] turns it into the same
+//! figures as `stormgate replay`:
+//!
+//! - arrival: when the trace's event was produced to the topic;
+//! - first summary: when the `classify` invocation that stored it answered 2xx;
+//! - LLM summary, tier, settled and wait: when a tier function's answer says the job's
+//!   summary is the LLM's (or its fallback), from the job in the hand-off message
+//!   (its routing severity and `enqueued_at`) and the answer's instant;
+//! - jobs `dispatch` spilled to the extractive summary settle inside `dispatch` and its
+//!   answer names none, so they are taken from the read API at the end
+//!   ([`Recorder::settle_from_read_api`]): the degraded summary's `created_at`.
+//!
+//! It also counts what the host did (invocations per function, failures, retries,
+//! poisoned messages, lost Kafka batches) for the live line and the verdict.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::Value;
+use stormgate_shared::clock::EpochMillis;
+use stormgate_shared::dispatcher::AdmittedGroup;
+use stormgate_shared::job::{SummaryKind, Tier};
+use stormgate_shared::lab::replay::TicketTrack;
+use stormgate_shared::lab::trace::TraceEvent;
+
+use crate::functions_host::runtime::{HostEvent, TriggerInput};
+
+/// Invocations of one function.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct InvocationCounts {
+    pub succeeded: u64,
+    pub failed: u64,
+    /// Attempts made under the function's retry policy.
+    pub retries: u64,
+}
+
+/// What the host did over the run.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct HostCounts {
+    pub invocations: BTreeMap<String, InvocationCounts>,
+    pub poisoned: u64,
+    pub kafka_batches_lost: u64,
+    pub kafka_records_lost: u64,
+}
+
+/// The figures of the minute in progress, for the live line.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MinuteTally {
+    pub arrived: u64,
+    pub classified: u64,
+    pub llm_summaries: u64,
+    pub fallbacks: u64,
+    pub failed_invocations: u64,
+}
+
+#[derive(Debug, Default)]
+pub struct Recorder {
+    pub tickets: BTreeMap<String, TicketTrack>,
+    /// sys_id → number.
+    numbers: BTreeMap<String, String>,
+    pub counts: HostCounts,
+    pub minute: MinuteTally,
+}
+
+impl Recorder {
+    /// The trace's event `e` was produced to the topic at `at`.
+    pub fn arrived(&mut self, e: &TraceEvent, seed: u64, at: EpochMillis) {
+        let number = e.number();
+        self.numbers.insert(e.sys_id(seed), number.clone());
+        self.minute.arrived += 1;
+        self.tickets
+            .entry(number.clone())
+            .or_insert_with(|| TicketTrack {
+                number,
+                severity: Some(e.severity()),
+                arrived: at,
+                ..TicketTrack::default()
+            });
+    }
+
+    fn track(&mut self, sys_id: &str) -> Option<&mut TicketTrack> {
+        let number = self.numbers.get(sys_id)?;
+        self.tickets.get_mut(number)
+    }
+
+    /// The sys_ids of every ticket seen, with their numbers.
+    pub fn sys_ids(&self) -> impl Iterator<Item = (&String, &String)> {
+        self.numbers.iter()
+    }
+
+    pub fn observe(&mut self, event: &HostEvent) {
+        match event {
+            HostEvent::Poisoned { .. } => self.counts.poisoned += 1,
+            HostEvent::KafkaBatchLost { records, .. } => {
+                self.counts.kafka_batches_lost += 1;
+                self.counts.kafka_records_lost += *records as u64;
+            }
+            HostEvent::Invoked {
+                function,
+                input,
+                retry,
+                finished,
+                answer,
+                ..
+            } => {
+                let counts = self.counts.invocations.entry(function.clone()).or_default();
+                if *retry > 0 {
+                    counts.retries += 1;
+                }
+                if !answer.is_success() {
+                    counts.failed += 1;
+                    self.minute.failed_invocations += 1;
+                    return;
+                }
+                counts.succeeded += 1;
+                match input {
+                    TriggerInput::Kafka(records) => {
+                        for r in records {
+                            self.minute.classified += 1;
+                            if let Some(id) = r.event["sys_id"].as_str()
+                                && let Some(t) = self.track(id)
+                            {
+                                t.first_summary.get_or_insert(*finished);
+                            }
+                        }
+                    }
+                    TriggerInput::Queue(message) => {
+                        self.summarized(&message.body, answer.return_value(), *finished);
+                    }
+                    TriggerInput::Timer(_) => {}
+                }
+            }
+        }
+    }
+
+    /// A tier function settled the jobs of `handoff`; `report` is its `ReturnValue`.
+    fn summarized(&mut self, handoff: &Value, report: &Value, at: EpochMillis) {
+        let Ok(group) = serde_json::from_value::<AdmittedGroup>(handoff.clone()) else {
+            return;
+        };
+        for lease in &group.leases {
+            if lease.job.id.kind != SummaryKind::Technician {
+                continue;
+            }
+            let source = &report["summaries"][lease.job.id.to_string()]["source"];
+            let llm = source == "llm";
+            if llm {
+                self.minute.llm_summaries += 1;
+            } else {
+                self.minute.fallbacks += 1;
+            }
+            let Some(t) = self.track(lease.job.id.ticket.as_str()) else {
+                continue;
+            };
+            t.settled = Some(at);
+            t.record_wait(lease, at);
+            if llm {
+                t.llm_summary.get_or_insert(at);
+                t.llm_tier.get_or_insert(group.tier);
+            } else {
+                t.extractive_only = t.llm_summary.is_none();
+            }
+        }
+    }
+
+    /// The read API's answer for a ticket at the end of the run: a technician summary
+    /// that is `dispatch`'s degraded extractive one settles the ticket at its
+    /// `created_at` if no tier function did.
+    pub fn settle_from_read_api(&mut self, sys_id: &str, summaries: &Value) {
+        let technician = &summaries["summaries"][SummaryKind::Technician.as_str()];
+        let Some(t) = self.track(sys_id) else {
+            return;
+        };
+        if technician.is_null() {
+            return;
+        }
+        let tier: Option<Tier> = serde_json::from_value(technician["tier"].clone()).ok();
+        let degraded = technician["degraded"].as_bool().unwrap_or(false);
+        if tier == Some(Tier::Extractive) && degraded && t.llm_summary.is_none() {
+            t.extractive_only = true;
+            if t.settled.is_none()
+                && let Some(at) = technician["created_at"].as_u64().map(EpochMillis)
+            {
+                t.settled = Some(at);
+                t.max_wait_ms = t
+                    .max_wait_ms
+                    .max(u64::try_from(at.since(t.arrived).as_millis()).unwrap_or(u64::MAX));
+            }
+        }
+    }
+
+    /// Starts the next minute's tally; returns the one that ended.
+    pub fn next_minute(&mut self) -> MinuteTally {
+        std::mem::take(&mut self.minute)
+    }
+}
