@@ -2,8 +2,8 @@
 //! without Azure (`stormgate local`). From the app's definitions it starts
 //!
 //! - one Kafka listener per `kafkaTrigger`: records produced to the topic are delivered
-//!   in batches of up to `maxBatchSize`, one invocation at a time; an idle topic is
-//!   polled every `subscriberIntervalInSeconds`;
+//!   in batches of up to `maxBatchSize`, one invocation at a time; a batch leaves when it
+//!   is full or `subscriberIntervalInSeconds` after the previous one;
 //! - one timer per `timerTrigger`, firing on its NCRONTAB schedule (and at start when
 //!   `runOnStartup`), never overlapping itself; an occurrence missed while a run overran
 //!   fires at once as past due;
@@ -41,6 +41,8 @@ use super::storage_queue::{FailedDelivery, QueuedMessage, StorageQueue};
 
 /// The shortest wait between polls of an empty Storage queue.
 pub const MIN_QUEUE_POLLING_INTERVAL: Duration = Duration::from_millis(100);
+/// How often a Kafka listener looks whether its batch is full before the interval ends.
+const KAFKA_FILL_CHECK: Duration = Duration::from_millis(50);
 
 /// What an invocation was started by.
 #[derive(Debug, Clone)]
@@ -289,7 +291,18 @@ async fn kafka_listener(inner: Arc<Inner>, function: FunctionDefinition) {
     };
     let kafka = inner.app.host.kafka;
     let max = if *many { kafka.max_batch_size } else { 1 };
+    // A batch leaves when it is full, or when the subscriber interval has passed since
+    // the last one with whatever has arrived (the extension's `SubscriberIntervalInSeconds`).
+    let mut window = Instant::now();
     loop {
+        let waiting = inner.state().topic.records.len();
+        let elapsed = window.elapsed();
+        if waiting < max && elapsed < kafka.subscriber_interval {
+            let left = kafka.subscriber_interval - elapsed;
+            tokio::time::sleep(left.min(KAFKA_FILL_CHECK)).await;
+            continue;
+        }
+        window = Instant::now();
         let batch: Vec<KafkaRecord> = {
             let mut state = inner.state();
             let n = state.topic.records.len().min(max);
@@ -299,7 +312,6 @@ async fn kafka_listener(inner: Arc<Inner>, function: FunctionDefinition) {
             state.topic.records.drain(..n).collect()
         };
         if batch.is_empty() {
-            tokio::time::sleep(kafka.subscriber_interval).await;
             continue;
         }
         let payload = payloads::kafka_batch(binding, &batch, wall_clock());
