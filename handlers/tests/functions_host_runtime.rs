@@ -274,7 +274,7 @@ async fn a_timer_fires_on_its_schedule_and_says_when_it_last_and_next_fired() {
     // dispatch's */5 schedule, made every second so that the test is short.
     let dispatch = app.functions.get_mut("dispatch").unwrap();
     if let Trigger::Timer { schedule, .. } = &mut dispatch.trigger {
-        *schedule = "* * * * * *".parse().unwrap();
+        **schedule = "* * * * * *".parse().unwrap();
     }
     app.functions.retain(|name, _| name == "dispatch");
     let (server, base) = serve(Behaviour::default()).await;

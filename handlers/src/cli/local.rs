@@ -77,6 +77,10 @@ pub struct LocalArgs {
     /// Write the verdict as JSON here.
     #[arg(long)]
     pub verdict: Option<PathBuf>,
+    /// Write every ticket's track (arrival, first and LLM summary, waits), of the local
+    /// run and of the replay beside it, as JSON here: for looking into a difference.
+    #[arg(long)]
+    pub tracks: Option<PathBuf>,
     /// Where the processes' logs go (default: a folder under the temporary folder).
     #[arg(long)]
     pub dir: Option<PathBuf>,
@@ -241,13 +245,17 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
     }
     runs.push(outcome.run);
     names.push("local");
+    if let Some(path) = &args.tracks {
+        let tracks: BTreeMap<&str, &PolicyRun> = names.iter().copied().zip(runs.iter()).collect();
+        std::fs::write(path, serde_json::to_string(&tracks)?)?;
+    }
     let mut report = Report::build(
         &outcome.scenario,
         args.seed,
         &runs,
         started.elapsed().as_secs_f64(),
     );
-    for (policy, name) in report.policies.iter_mut().zip(names) {
+    for (policy, name) in report.policies.iter_mut().zip(names.iter().copied()) {
         policy.name = name.to_owned();
     }
     println!("{}", table(&report));

@@ -147,7 +147,8 @@ pub enum Trigger {
     },
     Timer {
         binding: String,
-        schedule: NcrontabSchedule,
+        /// Boxed: a parsed schedule is large beside the other triggers.
+        schedule: Box<NcrontabSchedule>,
         run_on_startup: bool,
     },
     Queue {
@@ -457,13 +458,14 @@ fn parse_function(
                     },
                     "timerTrigger" => {
                         let text = b.schedule.clone().ok_or_else(|| missing("schedule"))?;
-                        let schedule = text.parse::<NcrontabSchedule>().map_err(|source| {
-                            DefinitionError::Schedule {
-                                file: file.to_owned(),
-                                schedule: text.clone(),
-                                source,
-                            }
-                        })?;
+                        let schedule =
+                            text.parse::<NcrontabSchedule>()
+                                .map(Box::new)
+                                .map_err(|source| DefinitionError::Schedule {
+                                    file: file.to_owned(),
+                                    schedule: text.clone(),
+                                    source,
+                                })?;
                         Trigger::Timer {
                             binding: b.name.clone(),
                             schedule,

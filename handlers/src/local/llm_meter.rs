@@ -218,14 +218,12 @@ async fn forward(
     let mut response_headers = HeaderMap::new();
     for (name, value) in answer.headers() {
         let name = name.as_str();
-        if name.starts_with("retry-after")
+        let kept = name.starts_with("retry-after")
             || name.starts_with("x-ratelimit")
             || name == "content-type"
-            || name == "apim-request-id"
-        {
-            if let Ok(name) = HeaderName::from_bytes(name.as_bytes()) {
-                response_headers.insert(name, value.clone());
-            }
+            || name == "apim-request-id";
+        if kept && let Ok(name) = HeaderName::from_bytes(name.as_bytes()) {
+            response_headers.insert(name, value.clone());
         }
     }
     let bytes = answer.bytes().await.unwrap_or_default();
