@@ -248,3 +248,89 @@ fn ctrl_c_stops_every_process_the_run_started() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// An operator's rehearsal: their own Redis and their own Azure OpenAI endpoint (here a
+/// redis-server and a simulator this test starts, reached only through the options a
+/// real deployment would use: a URL, an endpoint, the auth settings and a key).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_against_a_given_redis_and_openai_endpoint_uses_them_and_starts_neither() {
+    use stormgate_handlers::simulator_http::spawn_simulator;
+    use stormgate_shared::lab::simulator::{DeploymentConfig, SimulatorConfig};
+    use stormgate_shared::testing::redis_server::RedisServer;
+
+    let redis = RedisServer::start().unwrap();
+    let simulator = spawn_simulator(SimulatorConfig::new(
+        7,
+        vec![
+            DeploymentConfig::new("premium", "gpt-4o", 2_000_000),
+            DeploymentConfig::new("standard", "gpt-4o-mini", 2_000_000),
+        ],
+    ))
+    .await
+    .unwrap();
+    let key = simulator.core().api_key().to_owned();
+    let dir = scratch("given");
+    let verdict = dir.join("verdict.json");
+    let scenario = repo().join("scenarios/smoke.toml");
+    let (api_key, auth) = (
+        format!("AZURE_OPENAI_API_KEY={key}"),
+        "AZURE_OPENAI_AUTH=api_key".to_owned(),
+    );
+    let args: Vec<String> = [
+        "--scenario",
+        scenario.to_str().unwrap(),
+        "--minutes",
+        "10",
+        "--speed",
+        "20",
+        "--redis",
+        &redis.url(),
+        "--openai-endpoint",
+        &simulator.endpoint(),
+        "--set",
+        &auth,
+        "--set",
+        &api_key,
+        "--verdict",
+        verdict.to_str().unwrap(),
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect();
+    let output = tokio::task::spawn_blocking(move || {
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (mut child, rx) = start(&refs, &dir);
+        let mut lines = Vec::new();
+        let code = wait(&mut child, &rx, &mut lines, Duration::from_secs(300));
+        (code, lines)
+    })
+    .await
+    .unwrap();
+    let (code, lines) = output;
+    let text = lines.join("\n");
+    assert_eq!(code, 0, "{text}");
+    assert!(
+        !text.contains("redis-server pid"),
+        "no redis-server of its own:\n{text}"
+    );
+    assert!(
+        !text.contains("simulator at"),
+        "no simulator of its own:\n{text}"
+    );
+    let verdict: Value = serde_json::from_str(&std::fs::read_to_string(&verdict).unwrap()).unwrap();
+    assert!(verdict["tickets"].as_u64().unwrap() > 10, "{verdict}");
+    assert_eq!(
+        verdict["unsettled_jobs"],
+        serde_json::json!([]),
+        "{verdict}"
+    );
+    let calls: u64 = ["premium", "standard"]
+        .iter()
+        .map(|d| simulator.core().stats(d).unwrap().requests)
+        .sum();
+    assert!(calls > 0, "the given endpoint served the run's calls");
+    let client = redis::Client::open(redis.url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let keys: u64 = redis::cmd("DBSIZE").query_async(&mut conn).await.unwrap();
+    assert!(keys > 0, "the run kept its state in the given Redis");
+}

@@ -48,9 +48,14 @@ impl InvocationClient {
         InvocationClient { http }
     }
 
-    /// `POST {base}/{function}` with an invocation payload.
+    /// `POST {base}/{function}` with an invocation payload, under a new invocation id
+    /// (the header the host sets, which the handler's log lines carry).
     pub async fn invoke(&self, base: &str, function: &str, body: &Value) -> Answer {
-        let request = self.http.post(format!("{base}/{function}")).json(body);
+        let request = self
+            .http
+            .post(format!("{base}/{function}"))
+            .header(crate::app::INVOCATION_ID_HEADER, invocation_id())
+            .json(body);
         answer(request).await
     }
 
@@ -58,6 +63,20 @@ impl InvocationClient {
     pub async fn get(&self, base: &str, path: &str) -> Answer {
         answer(self.http.get(format!("{base}{path}"))).await
     }
+}
+
+/// A random GUID, as the host's invocation ids are.
+fn invocation_id() -> String {
+    let n: u128 = rand::random();
+    let hex = format!("{n:032x}");
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    )
 }
 
 async fn answer(request: reqwest::RequestBuilder) -> Answer {
