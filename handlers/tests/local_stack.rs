@@ -334,3 +334,38 @@ async fn a_run_against_a_given_redis_and_openai_endpoint_uses_them_and_starts_ne
     let keys: u64 = redis::cmd("DBSIZE").query_async(&mut conn).await.unwrap();
     assert!(keys > 0, "the run kept its state in the given Redis");
 }
+
+#[test]
+fn ctrl_c_during_start_up_still_stops_what_was_started() {
+    let dir = scratch("ctrl-c-early");
+    let (mut child, rx) = start(&["--minutes", "60"], &dir);
+    let mut lines = Vec::new();
+    while !lines
+        .iter()
+        .any(|l: &String| l.starts_with("redis-server pid "))
+    {
+        match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(line) => lines.push(line),
+            Err(_) => panic!("redis-server never started:\n{}", lines.join("\n")),
+        }
+    }
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let code = wait(&mut child, &rx, &mut lines, Duration::from_secs(60));
+    assert_eq!(code, 130, "interrupted:\n{}", lines.join("\n"));
+    let mut pids = vec![pid_on(&lines, "redis-server pid ")];
+    if lines.iter().any(|l| l.starts_with("handler pid ")) {
+        pids.push(pid_on(&lines, "handler pid "));
+    }
+    for pid in pids {
+        assert!(
+            !running(pid),
+            "pid {pid} is still running:\n{}",
+            lines.join("\n")
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -135,28 +135,28 @@ fn trace(args: &LocalArgs, scenario: &Scenario) -> anyhow::Result<Vec<TraceEvent
     }
 }
 
-/// Resolves when the run is asked to stop: Ctrl-C or SIGTERM.
-async fn stop_requested() {
-    let ctrl_c = async {
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
+/// Resolves when the run is asked to stop: Ctrl-C (SIGINT) or SIGTERM. The handlers are
+/// installed when this is called, before anything is started, so a signal that comes
+/// during start-up stops the run once it is up instead of killing this process with its
+/// children still running.
+#[cfg(unix)]
+fn stop_requested() -> anyhow::Result<impl std::future::Future<Output = ()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut terminate = signal(SignalKind::terminate())?;
+    Ok(async move {
+        tokio::select! {
+            _ = interrupt.recv() => println!("\nstopping (Ctrl-C): every process this run started is stopped"),
+            _ = terminate.recv() => println!("\nstopping (SIGTERM): every process this run started is stopped"),
         }
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => println!("\nstopping (Ctrl-C): every process this run started is stopped"),
-        () = terminate => println!("\nstopping (SIGTERM): every process this run started is stopped"),
-    }
+    })
+}
+
+#[cfg(not(unix))]
+fn stop_requested() -> anyhow::Result<impl std::future::Future<Output = ()>> {
+    Ok(async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
 }
 
 /// Replays the stormgate policy on virtual time over the same trace, on a thread of its
@@ -188,6 +188,7 @@ fn replay_alongside(
 }
 
 pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
+    let stop = stop_requested()?;
     let time = TimeModel::new(args.speed)?;
     let mut scenario = match &args.scenario {
         Some(path) => Scenario::from_file(path)?,
@@ -228,7 +229,7 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
     };
     println!("logs in {}", options.dir.display());
     let started = Instant::now();
-    let outcome = local::run(options, stop_requested()).await?;
+    let outcome = local::run(options, stop).await?;
     match outcome.ending {
         Ending::Drained => println!("every job settled after {:.0} s", outcome.wall_seconds),
         Ending::DrainLimit => println!(
