@@ -413,7 +413,7 @@ async fn drive(
         scenario: scenario.clone(),
         verdict,
         ending,
-        counts: recorder.counts.clone(),
+        counts: recorder.host_counts(),
         wall_seconds: started_at.elapsed().as_secs_f64(),
     })
 }

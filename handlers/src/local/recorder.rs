@@ -22,6 +22,7 @@ use stormgate_shared::clock::EpochMillis;
 use stormgate_shared::dispatcher::AdmittedGroup;
 use stormgate_shared::job::{SummaryKind, Tier};
 use stormgate_shared::lab::replay::TicketTrack;
+use stormgate_shared::lab::report::Percentiles;
 use stormgate_shared::lab::trace::TraceEvent;
 
 use crate::functions_host::runtime::{HostEvent, TriggerInput};
@@ -36,12 +37,20 @@ pub struct InvocationCounts {
 }
 
 /// What the host did over the run.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct HostCounts {
     pub invocations: BTreeMap<String, InvocationCounts>,
     pub poisoned: u64,
     pub kafka_batches_lost: u64,
     pub kafka_records_lost: u64,
+    /// The hops the virtual-time replay does not have, in seconds: a record's wait in
+    /// the topic (produced to the start of the `classify` invocation that took it), and
+    /// a hand-off's wait in its Storage queue (`dispatch` answered to the start of its
+    /// first delivery).
+    pub kafka_wait_seconds: Option<Percentiles>,
+    pub queue_wait_seconds: Option<Percentiles>,
+    /// How long tier-function invocations ran.
+    pub tier_invocation_seconds: Option<Percentiles>,
 }
 
 /// The figures of the minute in progress, for the live line.
@@ -61,11 +70,18 @@ pub struct Recorder {
     numbers: BTreeMap<String, String>,
     pub counts: HostCounts,
     pub minute: MinuteTally,
+    /// When each record was produced, by offset (the topic numbers them from 0 in
+    /// the order they were produced).
+    produced: Vec<EpochMillis>,
+    kafka_waits: Vec<f64>,
+    queue_waits: Vec<f64>,
+    tier_runs: Vec<f64>,
 }
 
 impl Recorder {
     /// The trace's event `e` was produced to the topic at `at`.
     pub fn arrived(&mut self, e: &TraceEvent, seed: u64, at: EpochMillis) {
+        self.produced.push(at);
         let number = e.number();
         self.numbers.insert(e.sys_id(seed), number.clone());
         self.minute.arrived += 1;
@@ -100,10 +116,30 @@ impl Recorder {
                 function,
                 input,
                 retry,
+                started,
                 finished,
                 answer,
-                ..
             } => {
+                let seconds = |from: EpochMillis, to: EpochMillis| to.since(from).as_secs_f64();
+                match input {
+                    TriggerInput::Kafka(records) if *retry == 0 => {
+                        for r in records {
+                            let produced = usize::try_from(r.offset)
+                                .ok()
+                                .and_then(|o| self.produced.get(o));
+                            if let Some(&at) = produced {
+                                self.kafka_waits.push(seconds(at, *started));
+                            }
+                        }
+                    }
+                    TriggerInput::Queue(message) => {
+                        if message.dequeue_count == 1 && *retry == 0 {
+                            self.queue_waits.push(seconds(message.inserted, *started));
+                        }
+                        self.tier_runs.push(seconds(*started, *finished));
+                    }
+                    _ => {}
+                }
                 let counts = self.counts.invocations.entry(function.clone()).or_default();
                 if *retry > 0 {
                     counts.retries += 1;
@@ -187,6 +223,16 @@ impl Recorder {
                     .max_wait_ms
                     .max(u64::try_from(at.since(t.arrived).as_millis()).unwrap_or(u64::MAX));
             }
+        }
+    }
+
+    /// The host's counts with the hops' percentiles.
+    pub fn host_counts(&self) -> HostCounts {
+        HostCounts {
+            kafka_wait_seconds: Percentiles::of(self.kafka_waits.clone()),
+            queue_wait_seconds: Percentiles::of(self.queue_waits.clone()),
+            tier_invocation_seconds: Percentiles::of(self.tier_runs.clone()),
+            ..self.counts.clone()
         }
     }
 
