@@ -1,40 +1,40 @@
-// stormgate on Azure: a Linux function app running the Rust custom handler, its storage and monitoring, an Azure
-// OpenAI account with one Standard deployment per tier (two different models, so two separate quota pools),
-// Azure Managed Redis, Key Vault, and the managed identity that ties them together.
+// stormgate on Azure: a Linux function app on Flex Consumption running the Rust custom handler, its storage and
+// monitoring, an Azure OpenAI account with one deployment per tier (two different models, so two separate quota
+// pools), Azure Managed Redis, Key Vault, the managed identity that ties them together, diagnostic settings that
+// send Key Vault, Azure OpenAI and function logs to the workspace, and, with `privateNetworking`, a virtual
+// network with private endpoints for every data service.
 //
 // Deploy into an existing resource group:
 //   az deployment group create -g <rg> -f infra/main.bicep -p infra/main.dev.bicepparam
 
 targetScope = 'resourceGroup'
 
+import { tierDeployments } from 'modules/openai.bicep'
+
 @description('Short prefix for resource names (lowercase letters, digits, hyphens).')
 @minLength(3)
 @maxLength(12)
 param namePrefix string = 'stormgate'
 
-@description('Azure region for every resource; it must offer Flex Consumption (or Elastic Premium), Azure Managed Redis and Standard capacity for both models.')
+@description('Azure region for every resource; it must offer Flex Consumption and Azure Managed Redis, and each tier\'s model under its deployment type (docs/deploy.md, "Region and deployment type").')
 param location string = resourceGroup().location
 
 @description('Tags applied to every resource.')
 param tags object = {}
 
-// ---- Hosting -------------------------------------------------------------------------------------------------
+// ---- Hosting: Flex Consumption -------------------------------------------------------------------------------
+// Elastic Premium is not offered: on Linux Elastic Premium, `func azure functionapp publish` uploads the package
+// with the AzureWebJobsStorage connection string (this deployment writes identity-based storage settings only)
+// and sets WEBSITE_RUN_FROM_PACKAGE, which the next deployment of the app settings would wipe. Flex Consumption
+// deploys from a blob container with the app's managed identity, runs the Kafka trigger, and integrates with a
+// virtual network (docs/deploy.md, "Why Flex Consumption only").
 
-@description('FC1 = Flex Consumption (default); EP1-EP3 = Elastic Premium.')
-@allowed([
-  'FC1'
-  'EP1'
-  'EP2'
-  'EP3'
-])
-param hostingPlanSku string = 'FC1'
-
-@description('Flex Consumption: most instances the app scales out to.')
+@description('Most instances the app scales out to.')
 @minValue(40)
 @maxValue(1000)
 param maximumInstanceCount int = 40
 
-@description('Flex Consumption: memory per instance.')
+@description('Memory per instance.')
 @allowed([
   512
   2048
@@ -42,14 +42,9 @@ param maximumInstanceCount int = 40
 ])
 param instanceMemoryMB int = 2048
 
-@description('Elastic Premium: instances kept always ready.')
+@description('Instances kept always ready for classify. Flex Consumption scales each non-HTTP function on its own, and classify scaling out from zero waits on the scale controller reading Kafka lag with the Key Vault-referenced password: one warm instance keeps the topic consumed whatever that path does.')
 @minValue(1)
-param elasticMinimumInstances int = 1
-
-@description('Elastic Premium: most instances the plan bursts to.')
-@minValue(1)
-@maxValue(100)
-param elasticMaximumInstances int = 20
+param classifyAlwaysReady int = 1
 
 @description('Redundancy of the Functions host storage account.')
 @allowed([
@@ -69,6 +64,14 @@ param rustLog string = 'info'
 @description('Key Vault purge protection; keep it on in production (it cannot be turned off again).')
 param keyVaultPurgeProtection bool = true
 
+// ---- Networking -----------------------------------------------------------------------------------------------
+
+@description('Private networking: the function app integrates with a virtual network, every data service (storage, Key Vault, Azure OpenAI, Azure Managed Redis) gets a private endpoint and turns public network access off, and outbound traffic leaves through a NAT gateway with a fixed address. The deploying machine then reaches none of them from outside (docs/deploy.md, "Private networking").')
+param privateNetworking bool = false
+
+@description('Address space of the virtual network with privateNetworking (a /16 to /23; two /24 subnets are taken from it).')
+param vnetAddressPrefix string = '10.40.0.0/16'
+
 // ---- Azure OpenAI ---------------------------------------------------------------------------------------------
 
 @description('Turn off API-key access to Azure OpenAI; the app always uses its managed identity.')
@@ -77,31 +80,32 @@ param openAiDisableLocalAuth bool = true
 @description('Azure OpenAI data-plane API version the handler calls.')
 param openAiApiVersion string = '2024-10-21'
 
-@description('Premium tier: deployment name.')
-param premiumDeploymentName string = 'premium'
-
-@description('Premium tier: model name.')
-param premiumModelName string = 'gpt-4.1'
-
-@description('Premium tier: model version.')
-param premiumModelVersion string = '2025-04-14'
-
-@description('Premium tier: Standard capacity in units of 1,000 tokens per minute. Sets both the deployment quota and the governor budget.')
-@minValue(1)
-param premiumCapacity int = 10
-
-@description('Standard tier: deployment name.')
-param standardDeploymentName string = 'standard'
-
-@description('Standard tier: model name; must differ from the premium model so the tiers draw on separate quota.')
-param standardModelName string = 'gpt-4.1-mini'
-
-@description('Standard tier: model version.')
-param standardModelVersion string = '2025-04-14'
-
-@description('Standard tier: Standard capacity in units of 1,000 tokens per minute. Sets both the deployment quota and the governor budget.')
-@minValue(1)
-param standardCapacity int = 30
+// One object per tier: what the Azure OpenAI module deploys and, from the very same object, the deployment
+// name, model, tokens and requests per minute and prices the function app's settings give the governor and the
+// cost figures. Defaults and their sources are in docs/deploy.md, "Models, quotas and prices".
+@description('Per tier: deployment name, model and version, deployment type (sku: GlobalStandard, DataZoneStandard or regional Standard, each a separate quota pool), capacity in units of 1,000 tokens per minute, requests per minute per unit (1 for the gpt-4.1 family, 6 for gpt-4o; Azure\'s quota tables), and USD per million input and output tokens.')
+param modelDeployments tierDeployments = {
+  premium: {
+    name: 'premium'
+    model: 'gpt-4.1'
+    version: '2025-04-14'
+    sku: 'GlobalStandard'
+    capacity: 10
+    rpmPerUnit: 1
+    priceInputPer1M: '2.00'
+    priceOutputPer1M: '8.00'
+  }
+  standard: {
+    name: 'standard'
+    model: 'gpt-4.1-mini'
+    version: '2025-04-14'
+    sku: 'GlobalStandard'
+    capacity: 30
+    rpmPerUnit: 1
+    priceInputPer1M: '0.40'
+    priceOutputPer1M: '1.60'
+  }
+}
 
 @description('Fraction of each deployment budget the governor keeps in reserve (429s arrive slightly before the limit).')
 param governorHeadroom string = '0.10'
@@ -148,6 +152,7 @@ param kafkaUsername string
 
 @description('SASL password for Kafka. Stored in Key Vault.')
 @secure()
+@minLength(1)
 param kafkaPassword string
 
 @description('Topic for customer notifications.')
@@ -179,27 +184,21 @@ param searchApiKey string
 
 var token = take(uniqueString(subscription().id, resourceGroup().id, namePrefix), 8)
 var compactPrefix = toLower(take(replace(namePrefix, '-', ''), 12))
-var isFlexConsumption = hostingPlanSku == 'FC1'
 var useManagedRedis = redisMode == 'managed'
 var appName = 'func-${namePrefix}-${token}'
-var contentShareName = isFlexConsumption ? '' : toLower(take(appName, 63))
+var publicNetworkAccess = privateNetworking ? 'Disabled' : 'Enabled'
 
-// The single source of truth for both model deployments: the Azure OpenAI module deploys these, and the function
-// app derives its deployment-name, model and tokens-per-minute settings from the very same object.
-var modelDeployments = {
-  premium: {
-    name: premiumDeploymentName
-    model: premiumModelName
-    version: premiumModelVersion
-    capacity: premiumCapacity
-  }
-  standard: {
-    name: standardDeploymentName
-    model: standardModelName
-    version: standardModelVersion
-    capacity: standardCapacity
-  }
-}
+// A URL without its secret would deploy and then stop the handler at start-up: fail the deployment instead.
+// (fail() ends the deployment when the condition holds; Bicep's flow-control functions, Microsoft Learn.)
+var serviceNowPasswordChecked = !empty(serviceNowInstanceUrl) && (empty(serviceNowPassword) || empty(serviceNowUsername))
+  ? fail('serviceNowInstanceUrl is set: serviceNowUsername and serviceNowPassword are required (export SERVICENOW_PASSWORD).')
+  : serviceNowPassword
+var searchApiKeyChecked = !empty(searchEndpoint) && (empty(searchApiKey) || empty(searchIndex))
+  ? fail('searchEndpoint is set: searchIndex and searchApiKey are required (export SEARCH_API_KEY).')
+  : searchApiKey
+var existingRedisUrlChecked = !useManagedRedis && empty(existingRedisUrl)
+  ? fail('redisMode is existing: existingRedisUrl is required (export EXISTING_REDIS_URL).')
+  : existingRedisUrl
 
 var allTags = union(tags, {
   application: 'stormgate'
@@ -238,7 +237,7 @@ module storage 'modules/storage.bicep' = {
       'summarize-premium'
       'summarize-standard'
     ]
-    contentShareName: contentShareName
+    publicNetworkAccess: publicNetworkAccess
   }
 }
 
@@ -250,6 +249,7 @@ module openAi 'modules/openai.bicep' = {
     name: 'oai-${namePrefix}-${token}'
     disableLocalAuth: openAiDisableLocalAuth
     deployments: modelDeployments
+    publicNetworkAccess: publicNetworkAccess
   }
 }
 
@@ -262,6 +262,7 @@ module redis 'modules/redis.bicep' = if (useManagedRedis) {
     skuName: redisSkuName
     persistenceEnabled: redisPersistenceEnabled
     appPrincipalId: identity.outputs.principalId
+    publicNetworkAccess: publicNetworkAccess
   }
 }
 
@@ -273,10 +274,10 @@ module keyVault 'modules/keyvault.bicep' = {
     name: 'kv-${compactPrefix}-${token}'
     enablePurgeProtection: keyVaultPurgeProtection
     kafkaPassword: kafkaPassword
-    serviceNowPassword: serviceNowPassword
-    searchApiKey: searchApiKey
-    existingRedisUrl: useManagedRedis ? '' : existingRedisUrl
-    contentStorageAccountName: isFlexConsumption ? '' : storage.outputs.name
+    serviceNowPassword: serviceNowPasswordChecked
+    searchApiKey: searchApiKeyChecked
+    existingRedisUrl: useManagedRedis ? '' : existingRedisUrlChecked
+    publicNetworkAccess: publicNetworkAccess
   }
 }
 
@@ -291,6 +292,20 @@ module access 'modules/access.bicep' = {
   }
 }
 
+module network 'modules/network.bicep' = if (privateNetworking) {
+  name: 'network'
+  params: {
+    location: location
+    tags: allTags
+    namePrefix: '${namePrefix}-${token}'
+    addressPrefix: vnetAddressPrefix
+    storageAccountId: storage.outputs.id
+    keyVaultId: keyVault.outputs.id
+    openAiAccountId: openAi.outputs.id
+    redisClusterId: useManagedRedis ? redis.outputs.id : ''
+  }
+}
+
 module functionApp 'modules/functionapp.bicep' = {
   name: 'functionapp'
   // Key Vault references and identity-based storage resolve only once the roles exist.
@@ -302,17 +317,15 @@ module functionApp 'modules/functionapp.bicep' = {
     tags: allTags
     planName: 'plan-${namePrefix}-${token}'
     appName: appName
-    planSku: hostingPlanSku
     maximumInstanceCount: maximumInstanceCount
     instanceMemoryMB: instanceMemoryMB
-    elasticMinimumInstances: elasticMinimumInstances
-    elasticMaximumInstances: elasticMaximumInstances
+    classifyAlwaysReady: classifyAlwaysReady
+    appSubnetId: privateNetworking ? network.outputs.appSubnetId : ''
     identityId: identity.outputs.id
     identityClientId: identity.outputs.clientId
     identityPrincipalId: identity.outputs.principalId
     storageAccountName: storage.outputs.name
     deploymentContainerUrl: storage.outputs.deploymentContainerUrl
-    contentShareName: contentShareName
     appInsightsConnectionString: monitoring.outputs.appInsightsConnectionString
     openAiEndpoint: openAi.outputs.endpoint
     openAiApiVersion: openAiApiVersion
@@ -326,7 +339,6 @@ module functionApp 'modules/functionapp.bicep' = {
       serviceNowPassword: keyVault.outputs.serviceNowPasswordRef
       searchApiKey: keyVault.outputs.searchApiKeyRef
       existingRedisUrl: keyVault.outputs.existingRedisUrlRef
-      contentShareConnection: keyVault.outputs.contentShareConnectionRef
     }
     kafkaBrokers: kafkaBrokers
     kafkaTopic: kafkaTopic
@@ -341,10 +353,21 @@ module functionApp 'modules/functionapp.bicep' = {
   }
 }
 
+module diagnostics 'modules/diagnostics.bicep' = {
+  name: 'diagnostics'
+  params: {
+    workspaceId: monitoring.outputs.workspaceId
+    keyVaultName: keyVault.outputs.name
+    openAiAccountName: openAi.outputs.name
+    functionAppName: functionApp.outputs.name
+  }
+}
+
 output resourceGroupName string = resourceGroup().name
 output functionAppName string = functionApp.outputs.name
 output functionAppHostName string = functionApp.outputs.defaultHostName
-output hostingPlanSku string = hostingPlanSku
+output privateNetworking bool = privateNetworking
+output egressAddress string = privateNetworking ? network.outputs.egressAddress : ''
 output identityClientId string = identity.outputs.clientId
 output identityPrincipalId string = identity.outputs.principalId
 output storageAccountName string = storage.outputs.name
@@ -352,8 +375,10 @@ output keyVaultName string = keyVault.outputs.name
 output appInsightsName string = monitoring.outputs.appInsightsName
 output openAiAccountName string = openAi.outputs.name
 output openAiEndpoint string = openAi.outputs.endpoint
-output premiumDeploymentName string = premiumDeploymentName
-output premiumTokensPerMinute int = premiumCapacity * 1000
-output standardDeploymentName string = standardDeploymentName
-output standardTokensPerMinute int = standardCapacity * 1000
+output premiumDeploymentName string = modelDeployments.premium.name
+output premiumTokensPerMinute int = modelDeployments.premium.capacity * 1000
+output premiumRequestsPerMinute int = modelDeployments.premium.capacity * modelDeployments.premium.rpmPerUnit
+output standardDeploymentName string = modelDeployments.standard.name
+output standardTokensPerMinute int = modelDeployments.standard.capacity * 1000
+output standardRequestsPerMinute int = modelDeployments.standard.capacity * modelDeployments.standard.rpmPerUnit
 output redisHostName string = useManagedRedis ? redis.outputs.hostName : ''

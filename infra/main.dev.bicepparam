@@ -1,5 +1,5 @@
-// Small development deployment: Flex Consumption, the smallest Azure Managed Redis, a few thousand tokens per
-// minute per tier. Secrets come from the deploying shell's environment, never from this file:
+// Small development deployment: Flex Consumption, public endpoints, the smallest Azure Managed Redis, a few
+// thousand tokens per minute per tier on Global Standard. Secrets come from the deploying shell's environment, never from this file:
 //   export KAFKA_PASSWORD=...            (required)
 //   export SERVICENOW_PASSWORD=...       (optional; empty turns write-back off)
 //   export SEARCH_API_KEY=...            (optional)
@@ -11,7 +11,6 @@ param tags = {
   environment: 'dev'
 }
 
-param hostingPlanSku = 'FC1'
 param maximumInstanceCount = 40
 param instanceMemoryMB = 2048
 param storageSkuName = 'Standard_LRS'
@@ -19,15 +18,32 @@ param logRetentionInDays = 30
 param keyVaultPurgeProtection = false
 param rustLog = 'info,stormgate=debug'
 
-// Capacity is in units of 1,000 tokens per minute: 10 = 10,000 TPM. The governor gets exactly this budget.
-param premiumDeploymentName = 'premium'
-param premiumModelName = 'gpt-4.1'
-param premiumModelVersion = '2025-04-14'
-param premiumCapacity = 10
-param standardDeploymentName = 'standard'
-param standardModelName = 'gpt-4.1-mini'
-param standardModelVersion = '2025-04-14'
-param standardCapacity = 30
+param privateNetworking = false
+
+// Capacity is in units of 1,000 tokens per minute: 10 = 10,000 TPM, and for the gpt-4.1 family 10 requests per
+// minute (1 per unit). The governor gets exactly this budget. Global Standard: the most regions and quota.
+param modelDeployments = {
+  premium: {
+    name: 'premium'
+    model: 'gpt-4.1'
+    version: '2025-04-14'
+    sku: 'GlobalStandard'
+    capacity: 10
+    rpmPerUnit: 1
+    priceInputPer1M: '2.00'
+    priceOutputPer1M: '8.00'
+  }
+  standard: {
+    name: 'standard'
+    model: 'gpt-4.1-mini'
+    version: '2025-04-14'
+    sku: 'GlobalStandard'
+    capacity: 30
+    rpmPerUnit: 1
+    priceInputPer1M: '0.40'
+    priceOutputPer1M: '1.60'
+  }
+}
 
 param redisMode = 'managed'
 param redisSkuName = 'Balanced_B0'

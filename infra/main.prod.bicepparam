@@ -1,5 +1,6 @@
-// Production deployment sized for a network storm: Flex Consumption with room to scale out, zone-redundant
-// storage, a persistent Azure Managed Redis with headroom, and deployment capacity for bursts of summaries.
+// Production deployment sized for a network storm: Flex Consumption with room to scale out and a warm classify
+// instance, private networking (private endpoints, public access off), zone-redundant storage, a persistent Azure
+// Managed Redis with headroom, and Data Zone capacity for bursts of summaries.
 // Secrets come from the deploying shell's environment (or the pipeline's secret store), never from this file:
 //   export KAFKA_PASSWORD=...  SERVICENOW_PASSWORD=...  [SEARCH_API_KEY=...]  [EXISTING_REDIS_URL=...]
 using 'main.bicep'
@@ -9,27 +10,45 @@ param tags = {
   environment: 'prod'
 }
 
-// Switch to 'EP1' (or larger) to run on Elastic Premium instead; runtime scale monitoring is turned on there.
-param hostingPlanSku = 'FC1'
 param maximumInstanceCount = 200
 param instanceMemoryMB = 2048
-param elasticMinimumInstances = 2
-param elasticMaximumInstances = 30
+param classifyAlwaysReady = 1
 param storageSkuName = 'Standard_ZRS'
 param logRetentionInDays = 90
 param keyVaultPurgeProtection = true
 param rustLog = 'info'
 
-// Capacity is in units of 1,000 tokens per minute: 150 = 150,000 TPM (900 requests per minute). Request quota
-// for these in the region first; the governor gets exactly this budget.
-param premiumDeploymentName = 'premium'
-param premiumModelName = 'gpt-4.1'
-param premiumModelVersion = '2025-04-14'
-param premiumCapacity = 150
-param standardDeploymentName = 'standard'
-param standardModelName = 'gpt-4.1-mini'
-param standardModelVersion = '2025-04-14'
-param standardCapacity = 450
+// The data services are reached through private endpoints only; deploy the app package from inside the network
+// or a pipeline agent that can reach the storage account (docs/deploy.md, "Private networking").
+param privateNetworking = true
+param vnetAddressPrefix = '10.40.0.0/16'
+
+// Capacity is in units of 1,000 tokens per minute: 150 = 150,000 TPM, and 150 requests per minute for the gpt-4.1
+// family (1 per unit; gpt-4o would get 6). Request the quota for these in the region first; the governor gets
+// exactly this budget. Data Zone Standard keeps processing in the data zone (docs/deploy.md). The prices are the
+// Global list prices; Data Zone is priced higher: set the figures of your agreement, they drive the cost gauges.
+param modelDeployments = {
+  premium: {
+    name: 'premium'
+    model: 'gpt-4.1'
+    version: '2025-04-14'
+    sku: 'DataZoneStandard'
+    capacity: 150
+    rpmPerUnit: 1
+    priceInputPer1M: '2.00'
+    priceOutputPer1M: '8.00'
+  }
+  standard: {
+    name: 'standard'
+    model: 'gpt-4.1-mini'
+    version: '2025-04-14'
+    sku: 'DataZoneStandard'
+    capacity: 450
+    rpmPerUnit: 1
+    priceInputPer1M: '0.40'
+    priceOutputPer1M: '1.60'
+  }
+}
 param governorHeadroom = '0.10'
 
 param redisMode = 'managed'

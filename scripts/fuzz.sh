@@ -11,7 +11,8 @@
 # code, so what the fuzzer looks for is panics, failed invariants, runaway memory and
 # time; SANITIZER=address adds ASan (a nightly-only flag, unlocked with RUSTC_BOOTSTRAP=1).
 #
-# --ci builds the targets that do not need the handler crate (ticket_event, log_bounding)
+# --ci builds the targets that do not need the handler crate (ticket_event, log_bounding,
+# history_export)
 # with a quick-to-build profile: the handler crate's Azure SDK and HTTP stack make an
 # instrumented build several times longer than CI's budget. The invocation decoder is
 # fuzzed by hand; in CI its corpus is replayed by handlers/tests/fuzz_corpus.rs and its
@@ -26,12 +27,12 @@ cd "$(dirname "$0")/.."
 
 profile=release
 features=()
-targets_by_default=(invocation_payload ticket_event log_bounding)
+targets_by_default=(invocation_payload ticket_event log_bounding history_export)
 if [ "${1:-}" = "--ci" ]; then
     shift
     profile=fuzz-ci
     features=(--no-default-features)
-    targets_by_default=(ticket_event log_bounding)
+    targets_by_default=(ticket_event log_bounding history_export)
 fi
 seconds="${1:-60}"
 shift || true

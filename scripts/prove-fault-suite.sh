@@ -17,6 +17,7 @@ proofs=(
     "redis_aof|faults_redis|with_aof"
     "classify_failure|faults_redis|classify_fails"
     "classify_failure|faults_redis|a_link_cut"
+    "classify_failure|faults_outage|"
     "ingest_dedup|faults_kafka|"
     "retry_jitter|faults_llm|"
     "retry_bound|faults_llm|"

@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # The system packages the test suite needs, installed when missing (Debian/Ubuntu):
 # redis-server (tests and `stormgate local` start their own on a free port), openssl (the
-# rediss:// test makes its certificates) and chromium (the storm lab's report is opened
-# headless by one test). CI (.ci/run) runs this first; on a fresh machine run it once
-# before `cargo test --workspace`.
+# rediss:// test makes its certificates), chromium (the storm lab's report is opened
+# headless by one test) and chromium-driver (chromedriver, for driving that browser).
+# CI (.ci/run) runs this first; on a fresh machine run it once before
+# `cargo test --workspace`.
 set -euo pipefail
 
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
 if [ "${#missing[@]}" -eq 0 ]; then
     exit 0
 fi

@@ -1,9 +1,11 @@
-//! Fuzzes the ticket-event parser: any Kafka value with any CDC headers yields a ticket or
-//! a typed rejection, never a panic, and an accepted ticket keeps its own invariants.
+//! Fuzzes the ticket-event parser and the shared topic's record examination: any Kafka
+//! value with any CDC headers yields a ticket, a typed rejection or a skip reason, never a
+//! panic; a record the `incident` header claims is never skipped; an accepted ticket keeps
+//! its own invariants.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use stormgate_shared::event::{CdcHeaders, ParseLimits, parse_event};
+use stormgate_shared::event::{CdcHeaders, Examined, ParseLimits, examine_event, parse_event};
 
 /// The first byte picks the CDC headers, so header handling is fuzzed with the body.
 fn headers(selector: u8) -> CdcHeaders {
@@ -35,7 +37,12 @@ fuzz_target!(|input: &[u8]| {
     let limits = ParseLimits {
         max_event_bytes: 64 * 1024,
     };
-    if let Ok(ticket) = parse_event(value, &headers(selector), limits) {
+    let headers = headers(selector);
+    let examined = examine_event(value, &headers, limits);
+    if headers.table_name.as_deref() == Some("incident") {
+        assert!(matches!(examined, Examined::Incident(_)), "a claimed incident was skipped");
+    }
+    if let Ok(ticket) = parse_event(value, &headers, limits) {
         // Accepted tickets are fed to classification and summaries: their derived views
         // must be computable without panic too.
         let _ = ticket.is_closed();

@@ -16,6 +16,8 @@ use stormgate_shared::governor::budget::DeploymentNameError;
 use stormgate_shared::governor::{DeploymentBudget, DeploymentName, GovernorPolicy, Headroom};
 use stormgate_shared::ingest::IngestPolicy;
 use stormgate_shared::job::Tier;
+use stormgate_shared::model_quota;
+use stormgate_shared::store::{DEFAULT_DEAD_LETTER_CAP, DEFAULT_RETENTION, StoreLimits};
 
 use crate::secrets::{self, Secret, SecretSource};
 
@@ -98,6 +100,8 @@ pub const KEY_VAULT_URL: &str = "STORMGATE_KEY_VAULT_URL";
 pub const CLASSIFIER_MODEL_PATH: &str = "STORMGATE_CLASSIFIER_MODEL_PATH";
 pub const ROUTE_UP_THRESHOLD: &str = "STORMGATE_ROUTE_UP_THRESHOLD";
 pub const COALESCE_HOLD_SECONDS: &str = "STORMGATE_COALESCE_HOLD_SECONDS";
+pub const RETENTION_DAYS: &str = "STORMGATE_RETENTION_DAYS";
+pub const DEAD_LETTER_MAX: &str = "STORMGATE_DEAD_LETTER_MAX";
 pub const SERVICENOW_INSTANCE_URL: &str = "SERVICENOW_INSTANCE_URL";
 pub const SERVICENOW_USERNAME: &str = "SERVICENOW_USERNAME";
 pub const SERVICENOW_PASSWORD: &str = "SERVICENOW_PASSWORD";
@@ -192,18 +196,25 @@ pub const SETTINGS: &[SettingSpec] = &[
         "Premium deployment's tokens per minute (Bicep capacity x 1000).",
     ),
     setting(
+        PREMIUM.rpm,
+        Optional,
+        Handler,
+        None,
+        "Premium deployment's requests per minute (Bicep capacity x the tier's RPM per unit); when unset, the model's ratio in Azure's quota tables (gpt-4.1 family 1 per 1,000 TPM, gpt-4o family 6), and start-up fails for a model the table does not know.",
+    ),
+    setting(
         PREMIUM.price_input,
         Optional,
         Handler,
-        Some("2.50"),
-        "USD per million input tokens, premium model.",
+        Some("2.00"),
+        "USD per million input tokens, premium model (default: gpt-4.1, Global).",
     ),
     setting(
         PREMIUM.price_output,
         Optional,
         Handler,
-        Some("10.00"),
-        "USD per million output tokens, premium model.",
+        Some("8.00"),
+        "USD per million output tokens, premium model (default: gpt-4.1, Global).",
     ),
     setting(
         STANDARD.deployment,
@@ -227,18 +238,25 @@ pub const SETTINGS: &[SettingSpec] = &[
         "Standard deployment's tokens per minute (Bicep capacity x 1000).",
     ),
     setting(
+        STANDARD.rpm,
+        Optional,
+        Handler,
+        None,
+        "Standard deployment's requests per minute; when unset, the model's ratio, as for the premium tier.",
+    ),
+    setting(
         STANDARD.price_input,
         Optional,
         Handler,
-        Some("0.15"),
-        "USD per million input tokens, standard model.",
+        Some("0.40"),
+        "USD per million input tokens, standard model (default: gpt-4.1-mini, Global).",
     ),
     setting(
         STANDARD.price_output,
         Optional,
         Handler,
-        Some("0.60"),
-        "USD per million output tokens, standard model.",
+        Some("1.60"),
+        "USD per million output tokens, standard model (default: gpt-4.1-mini, Global).",
     ),
     setting(
         GOVERNOR_HEADROOM,
@@ -274,6 +292,20 @@ pub const SETTINGS: &[SettingSpec] = &[
         Handler,
         Some("300"),
         "Longest a job that may share its outage's LLM call waits for it (a quarter of its deadline at most; 0 = never).",
+    ),
+    setting(
+        RETENTION_DAYS,
+        Optional,
+        Handler,
+        Some("14"),
+        "Days a ticket's snapshot and summaries are kept after its last update (the one that resolved or closed it, for a finished ticket); 1 to 3650.",
+    ),
+    setting(
+        DEAD_LETTER_MAX,
+        Optional,
+        Handler,
+        Some("5000"),
+        "Most dead letters kept; each one more trims the oldest, counted in the `retention` gauge (`dead_letters_trimmed_total`); 100 to 1000000.",
     ),
     setting(
         SERVICENOW_INSTANCE_URL,
@@ -331,14 +363,18 @@ pub const SETTINGS: &[SettingSpec] = &[
     ),
     setting(
         "FUNCTIONS_WORKER_RUNTIME",
-        Required,
+        RequiredWhen(
+            "running locally (Flex Consumption takes the runtime from the site and refuses the setting)",
+        ),
         Host,
         Some("custom"),
         "Must be `custom` for a custom handler.",
     ),
     setting(
         "FUNCTIONS_EXTENSION_VERSION",
-        Required,
+        RequiredWhen(
+            "running locally (Flex Consumption takes the runtime from the site and refuses the setting)",
+        ),
         Host,
         Some("~4"),
         "Functions runtime version.",
@@ -369,26 +405,6 @@ pub const SETTINGS: &[SettingSpec] = &[
         Host,
         None,
         "User-assigned identity's client id for the storage connection.",
-    ),
-    secret(
-        "WEBSITE_CONTENTAZUREFILECONNECTIONSTRING",
-        RequiredWhen("on Elastic Premium"),
-        Host,
-        "Connection string of the Azure Files content share (a Key Vault reference); not used on Flex Consumption.",
-    ),
-    setting(
-        "WEBSITE_CONTENTSHARE",
-        RequiredWhen("on Elastic Premium"),
-        Host,
-        None,
-        "Name of the Azure Files content share; not used on Flex Consumption.",
-    ),
-    setting(
-        "WEBSITE_SKIP_CONTENTSHARE_VALIDATION",
-        Optional,
-        Host,
-        None,
-        "`1` when the content-share connection string is a Key Vault reference the platform cannot validate at creation.",
     ),
     setting(
         "APPLICATIONINSIGHTS_CONNECTION_STRING",
@@ -514,6 +530,8 @@ pub struct Settings {
     pub route_up_threshold: Option<f64>,
     /// The ingest policy's `coalesce_hold`.
     pub coalesce_hold: Duration,
+    /// What the store keeps: ticket retention and the dead-letter cap.
+    pub store_limits: StoreLimits,
     pub servicenow: Option<ServiceNowSettings>,
     pub search: Option<SearchSettings>,
     pub log_format: LogFormat,
@@ -556,6 +574,8 @@ pub struct TierSettings {
     pub deployment: DeploymentName,
     pub model: String,
     pub tokens_per_minute: u64,
+    /// As configured, else the model's ratio to the TPM ([`stormgate_shared::model_quota`]).
+    pub requests_per_minute: u64,
     pub price_input_per_1m: f64,
     pub price_output_per_1m: f64,
 }
@@ -590,6 +610,7 @@ impl Settings {
                 .unwrap_or_else(|_| unreachable!("a valid deployment name")),
             model: format!("{name}-model"),
             tokens_per_minute: 10_000,
+            requests_per_minute: 60,
             price_input_per_1m: input,
             price_output_per_1m: output,
         };
@@ -605,13 +626,14 @@ impl Settings {
                 api_version: "2024-10-21".into(),
                 auth: OpenAiAuth::ManagedIdentity,
             },
-            premium: tier("premium", 2.50, 10.00),
-            standard: tier("standard", 0.15, 0.60),
+            premium: tier("premium", 2.00, 8.00),
+            standard: tier("standard", 0.40, 1.60),
             governor_headroom: Headroom::DEFAULT,
             key_vault_url: None,
             classifier_model_path: None,
             route_up_threshold: None,
             coalesce_hold: IngestPolicy::default().coalesce_hold,
+            store_limits: StoreLimits::default(),
             servicenow: None,
             search: None,
             log_format: LogFormat::Json,
@@ -627,6 +649,7 @@ impl Settings {
             tier,
             deployment: t.deployment.clone(),
             tpm: t.tokens_per_minute,
+            rpm: t.requests_per_minute,
         };
         [
             budget(Tier::Premium, &self.premium),
@@ -821,6 +844,22 @@ fn probability(raw: &str) -> Result<f64, String> {
     }
 }
 
+fn retention_days(raw: &str) -> Result<Duration, String> {
+    match raw.trim().parse::<u64>() {
+        Ok(days) if (1..=3650).contains(&days) => Ok(Duration::from_secs(days * 24 * 3600)),
+        _ => Err(format!(
+            "{raw:?} is not a whole number of days from 1 to 3650"
+        )),
+    }
+}
+
+fn dead_letter_max(raw: &str) -> Result<u64, String> {
+    match raw.trim().parse::<u64>() {
+        Ok(n) if (100..=1_000_000).contains(&n) => Ok(n),
+        _ => Err(format!("{raw:?} is not a count from 100 to 1000000")),
+    }
+}
+
 fn seconds(raw: &str) -> Result<Duration, String> {
     raw.trim()
         .parse::<u64>()
@@ -888,11 +927,12 @@ fn openai_settings(settings: &AppSettings) -> Result<OpenAiSettings, ConfigError
     })
 }
 
-/// The five settings of one tier.
+/// The six settings of one tier.
 struct TierNames {
     deployment: &'static str,
     model: &'static str,
     tpm: &'static str,
+    rpm: &'static str,
     price_input: &'static str,
     price_output: &'static str,
 }
@@ -901,6 +941,7 @@ const PREMIUM: TierNames = TierNames {
     deployment: "STORMGATE_PREMIUM_DEPLOYMENT",
     model: "STORMGATE_PREMIUM_MODEL",
     tpm: "STORMGATE_PREMIUM_TPM",
+    rpm: "STORMGATE_PREMIUM_RPM",
     price_input: "STORMGATE_PREMIUM_PRICE_INPUT_PER_1M",
     price_output: "STORMGATE_PREMIUM_PRICE_OUTPUT_PER_1M",
 };
@@ -909,11 +950,26 @@ const STANDARD: TierNames = TierNames {
     deployment: "STORMGATE_STANDARD_DEPLOYMENT",
     model: "STORMGATE_STANDARD_MODEL",
     tpm: "STORMGATE_STANDARD_TPM",
+    rpm: "STORMGATE_STANDARD_RPM",
     price_input: "STORMGATE_STANDARD_PRICE_INPUT_PER_1M",
     price_output: "STORMGATE_STANDARD_PRICE_OUTPUT_PER_1M",
 };
 
 fn tier_settings(settings: &AppSettings, names: &TierNames) -> Result<TierSettings, ConfigError> {
+    let model = settings.required(names.model)?.to_owned();
+    let tokens_per_minute = settings.parsed_or_default(names.tpm, positive_integer)?;
+    let requests_per_minute = match settings.parsed_optional(names.rpm, positive_integer)? {
+        Some(rpm) => rpm,
+        None => model_quota::default_rpm(&model, tokens_per_minute)
+            .filter(|&rpm| rpm > 0)
+            .ok_or_else(|| ConfigError::Missing {
+                name: names.rpm,
+                why: format!(
+                    "model {model:?} is not in the quota table the default comes from; give the \
+                     deployment's requests per minute"
+                ),
+            })?,
+    };
     Ok(TierSettings {
         deployment: settings.required(names.deployment)?.parse().map_err(
             |e: DeploymentNameError| ConfigError::Malformed {
@@ -921,8 +977,9 @@ fn tier_settings(settings: &AppSettings, names: &TierNames) -> Result<TierSettin
                 reason: e.to_string(),
             },
         )?,
-        model: settings.required(names.model)?.to_owned(),
-        tokens_per_minute: settings.parsed_or_default(names.tpm, positive_integer)?,
+        model,
+        tokens_per_minute,
+        requests_per_minute,
         price_input_per_1m: settings.parsed_or_default(names.price_input, non_negative_number)?,
         price_output_per_1m: settings.parsed_or_default(names.price_output, non_negative_number)?,
     })
@@ -998,6 +1055,14 @@ impl Settings {
             coalesce_hold: settings
                 .parsed_optional(COALESCE_HOLD_SECONDS, seconds)?
                 .unwrap_or(IngestPolicy::default().coalesce_hold),
+            store_limits: StoreLimits {
+                retention: settings
+                    .parsed_optional(RETENTION_DAYS, retention_days)?
+                    .unwrap_or(DEFAULT_RETENTION),
+                dead_letter_cap: settings
+                    .parsed_optional(DEAD_LETTER_MAX, dead_letter_max)?
+                    .unwrap_or(DEFAULT_DEAD_LETTER_CAP),
+            },
             servicenow: servicenow_settings(&settings)?,
             search: search_settings(&settings)?,
             log_format: settings.parsed_or_default(LOG_FORMAT, log_format)?,
@@ -1034,9 +1099,11 @@ impl Settings {
             ("STORMGATE_PREMIUM_DEPLOYMENT", "premium-deployment"),
             ("STORMGATE_PREMIUM_MODEL", "premium-model"),
             ("STORMGATE_PREMIUM_TPM", "10000"),
+            ("STORMGATE_PREMIUM_RPM", "60"),
             ("STORMGATE_STANDARD_DEPLOYMENT", "standard-deployment"),
             ("STORMGATE_STANDARD_MODEL", "standard-model"),
             ("STORMGATE_STANDARD_TPM", "10000"),
+            ("STORMGATE_STANDARD_RPM", "60"),
         ]
     }
 }
@@ -1069,6 +1136,22 @@ mod tests {
             Settings::from_vars(vars_with(&[])).unwrap(),
             Settings::example()
         );
+    }
+
+    #[test]
+    fn retention_and_the_dead_letter_cap_are_read_and_default_to_the_stores() {
+        let default = Settings::from_vars(vars_with(&[])).unwrap();
+        assert_eq!(default.store_limits, StoreLimits::default());
+        let set = Settings::from_vars(vars_with(&[
+            (RETENTION_DAYS, "30"),
+            (DEAD_LETTER_MAX, " 2000 "),
+        ]))
+        .unwrap();
+        assert_eq!(
+            set.store_limits.retention,
+            Duration::from_secs(30 * 24 * 3600)
+        );
+        assert_eq!(set.store_limits.dead_letter_cap, 2000);
     }
 
     #[test]
@@ -1172,6 +1255,9 @@ mod tests {
             (REDIS_AUTH, "password", "entra"),
             (ROUTE_UP_THRESHOLD, "0", "probability"),
             (COALESCE_HOLD_SECONDS, "5m", "seconds"),
+            (RETENTION_DAYS, "0", "days"),
+            (RETENTION_DAYS, "2w", "days"),
+            (DEAD_LETTER_MAX, "10", "count"),
             (
                 "STORMGATE_STANDARD_PRICE_INPUT_PER_1M",
                 "-1",

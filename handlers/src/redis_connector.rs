@@ -25,7 +25,7 @@ use stormgate_shared::governor::{
     RedisLedger, ReportedRemaining, Reservation, ThrottleKind, WindowLimits,
 };
 use stormgate_shared::store::redis::{Namespace, RedisStore};
-use stormgate_shared::store::{Store, StoreError};
+use stormgate_shared::store::{Store, StoreError, StoreLimits};
 use stormgate_shared::tokens::Tokens;
 use tokio::sync::OnceCell;
 
@@ -49,6 +49,7 @@ pub struct RedisConnector {
     settings: RedisSettings,
     client_id: Option<String>,
     namespace: String,
+    limits: StoreLimits,
 }
 
 impl RedisConnector {
@@ -58,7 +59,15 @@ impl RedisConnector {
             settings,
             client_id,
             namespace: NAMESPACE.to_owned(),
+            limits: StoreLimits::default(),
         }
+    }
+
+    /// The same connector, its store keeping within `limits` (the settings' retention
+    /// and dead-letter cap).
+    pub fn with_limits(mut self, limits: StoreLimits) -> Self {
+        self.limits = limits;
+        self
     }
 
     /// A connector whose keys live under `namespace` (tests sharing one Redis).
@@ -95,11 +104,10 @@ impl RedisConnector {
             .namespace
             .parse()
             .map_err(|e| StoreError::Unavailable(format!("namespace: {e}")))?;
-        Ok(RedisStore::with_config(
-            self.client()?,
-            namespace,
-            self.connection_config()?,
-        ))
+        Ok(
+            RedisStore::with_config(self.client()?, namespace, self.connection_config()?)
+                .with_limits(self.limits),
+        )
     }
 
     /// Where the governor's keys live: next to the store's namespace, hash-tagged per
@@ -233,6 +241,20 @@ impl Ledger for LazyRedisLedger {
         now: EpochMillis,
     ) -> Result<Admission, LedgerError> {
         self.get().await?.admit(deployment, limits, cost, now).await
+    }
+
+    async fn admit_send(
+        &self,
+        deployment: &DeploymentName,
+        limits: &WindowLimits,
+        cost: Tokens,
+        replacing: Option<stormgate_shared::governor::ReservationId>,
+        now: EpochMillis,
+    ) -> Result<Admission, LedgerError> {
+        self.get()
+            .await?
+            .admit_send(deployment, limits, cost, replacing, now)
+            .await
     }
 
     async fn reconcile(

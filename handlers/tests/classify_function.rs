@@ -36,6 +36,25 @@ fn record(offset: i64, value: &str) -> String {
     .to_string()
 }
 
+/// One `KafkaEventData` with the given headers (none: a producer that sends none).
+fn record_with(offset: i64, value: &str, headers: &[(&str, &str)]) -> String {
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let headers: Vec<Value> = headers
+        .iter()
+        .map(|(k, v)| json!({"Key": k, "Value": b64(v)}))
+        .collect();
+    json!({
+        "Offset": offset, "Partition": 4, "Topic": TOPIC, "Timestamp": "2026-11-29T10:00:00Z",
+        "Key": null, "Value": value, "Headers": headers,
+    })
+    .to_string()
+}
+
+/// The ReturnValue's `skipped` when no record was.
+fn none_skipped() -> Value {
+    json!({"other_table": 0, "heartbeat": 0, "not_an_incident": 0, "other_format": 0})
+}
+
 fn id(n: u64) -> TicketId {
     sys_id(n).parse().unwrap()
 }
@@ -107,7 +126,7 @@ async fn a_host_shaped_mixed_batch_is_counted_stored_once_per_version_and_dead_l
 
     assert_eq!(
         body["ReturnValue"],
-        json!({"accepted": 8, "duplicate_or_stale": 2, "dead_lettered": 4, "lost": 0}),
+        json!({"accepted": 8, "duplicate_or_stale": 2, "dead_lettered": 4, "skipped": none_skipped()}),
         "{body}"
     );
     for (n, version) in [(1, 3), (2, 3), (3, 4), (4, 3), (5, 3), (6, 9), (7, 1)] {
@@ -152,7 +171,247 @@ async fn a_host_shaped_mixed_batch_is_counted_stored_once_per_version_and_dead_l
     let again = classify(store.clone(), &invocation).await;
     assert_eq!(
         again["ReturnValue"],
-        json!({"accepted": 0, "duplicate_or_stale": 10, "dead_lettered": 4, "lost": 0}),
+        json!({"accepted": 0, "duplicate_or_stale": 10, "dead_lettered": 4, "skipped": none_skipped()}),
         "{again}"
     );
+}
+
+/// `POST /classify` on a router over `store`: the answer's status and body.
+async fn classify_answer(store: Arc<dyn Store>, invocation: &Value) -> (u16, Value) {
+    let router = app(AppState::new(
+        Settings::example(),
+        LazyStore::ready(store),
+        Arc::new(SystemClock),
+    ));
+    let response = router
+        .oneshot(
+            Request::post("/classify")
+                .header("content-type", "application/json")
+                .body(Body::from(invocation.to_string()))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+fn batch_of(records: Vec<String>) -> Value {
+    json!({
+        "Data": {"events": serde_json::to_string(&records).unwrap()},
+        "Metadata": {"sys": {"MethodName": "classify", "UtcNow": "2026-11-29T10:00:01Z", "RandGuid": "r"}}
+    })
+}
+
+const TICKETS: u64 = 40;
+
+async fn used_memory(connection: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("memory")
+        .query_async(connection)
+        .await
+        .unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap()
+}
+
+/// Fills Redis with 8 KB values until less than `headroom` bytes are left below
+/// `limit`; the number of values written.
+async fn fill(
+    connection: &mut redis::aio::MultiplexedConnection,
+    limit: u64,
+    headroom: u64,
+) -> u64 {
+    let mut filler = 0;
+    while used_memory(connection).await + headroom < limit {
+        redis::cmd("SET")
+            .arg(format!("filler:{filler}"))
+            .arg(vec![b'x'; 8 * 1024])
+            .query_async::<()>(connection)
+            .await
+            .unwrap();
+        filler += 1;
+    }
+    filler
+}
+
+async fn stored_count(store: &dyn Store) -> u64 {
+    let mut stored = 0;
+    for n in 1..=TICKETS {
+        if store.ticket_snapshot(&id(n)).await.unwrap().is_some() {
+            stored += 1;
+        }
+    }
+    stored
+}
+
+/// Redis at `maxmemory` with `noeviction` takes part of a batch and refuses the rest
+/// (OOM): the invocation must not answer 2xx while any of its events is neither stored
+/// nor dead-lettered, and once memory is freed the retried batch stores everything.
+#[tokio::test]
+async fn a_full_redis_never_gets_a_2xx_for_a_batch_it_did_not_store_and_the_retry_stores_it() {
+    const LIMIT: u64 = 8 * 1024 * 1024;
+    let redis =
+        RedisServer::start_with(&[("maxmemory", "8mb"), ("maxmemory-policy", "noeviction")])
+            .unwrap();
+    let store: Arc<dyn Store> = Arc::new(redis.store(NAMESPACE).unwrap());
+    let client = redis::Client::open(redis.url()).unwrap();
+    let mut admin = client.get_multiplexed_async_connection().await.unwrap();
+    let mut r = rng(7);
+    let records: Vec<String> = (1..=TICKETS)
+        .map(|n| {
+            record(
+                500 + n as i64,
+                &storm_event(&mut r, n, 1, 8 * 1024).to_string(),
+            )
+        })
+        .collect();
+    let invocation = batch_of(records);
+
+    // How much room makes Redis take part of the batch depends on its allocator and on
+    // how the pipeline's bytes arrive: search for it, each try on an emptied Redis. Every
+    // answer on the way must already keep the rule.
+    let (mut low, mut high) = (0u64, 4 * 1024 * 1024);
+    let mut found = None;
+    for _ in 0..16 {
+        let headroom = (low + high) / 2;
+        redis::cmd("FLUSHALL")
+            .query_async::<()>(&mut admin)
+            .await
+            .unwrap();
+        let filler = fill(&mut admin, LIMIT, headroom).await;
+        let (status, body) = classify_answer(store.clone(), &invocation).await;
+        let stored = stored_count(store.as_ref()).await;
+        let letters = store.dead_letters(100).await.unwrap().len() as u64;
+        assert!(
+            !(200..300).contains(&status) || stored + letters == TICKETS,
+            "answered {status} with {stored} of {TICKETS} events stored and {letters} \
+             dead-lettered: {body}"
+        );
+        match stored {
+            0 => low = headroom,
+            TICKETS => high = headroom,
+            _ => {
+                found = Some((filler, stored));
+                break;
+            }
+        }
+    }
+    let (filler, partly) = found.expect("some room lets Redis take part of the batch");
+
+    // Memory freed: the host's retry of the same batch stores the rest; the stored
+    // ones are recognised.
+    for n in 0..filler {
+        redis::cmd("DEL")
+            .arg(format!("filler:{n}"))
+            .query_async::<()>(&mut admin)
+            .await
+            .unwrap();
+    }
+    let (status, body) = classify_answer(store.clone(), &invocation).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["ReturnValue"]["accepted"], TICKETS - partly, "{body}");
+    assert_eq!(body["ReturnValue"]["duplicate_or_stale"], partly, "{body}");
+    assert_eq!(stored_count(store.as_ref()).await, TICKETS);
+    assert!(store.dead_letters(100).await.unwrap().is_empty());
+}
+
+/// The topic is shared: out of 100 records, 5 are incidents (one of them invalid). The
+/// other tables' records (with a `table_name` header or, like a `problem` record, without
+/// one), heartbeats and other formats are skipped and counted by reason; only the
+/// incident that fails validation is dead-lettered.
+#[tokio::test]
+async fn a_shared_topic_mix_stores_the_incidents_skips_the_rest_and_dead_letters_only_bad_incidents()
+ {
+    let redis = RedisServer::start().unwrap();
+    let store: Arc<dyn Store> = Arc::new(redis.store(NAMESPACE).unwrap());
+    let mut r = rng(5);
+    let mut records = Vec::new();
+    let mut offset = 0;
+    let mut next = || {
+        offset += 1;
+        offset
+    };
+    let incident = [("action", "update"), ("table_name", "incident")];
+    // Four good incidents: two with the CDC headers, two without (INC number and fields).
+    for n in 1..=2u64 {
+        let event = storm_event(&mut r, n, 1, 4_000).to_string();
+        records.push(record_with(next(), &event, &incident));
+    }
+    for n in 3..=4u64 {
+        let event = storm_event(&mut r, n, 1, 4_000).to_string();
+        records.push(record_with(next(), &event, &[]));
+    }
+    // One incident that fails validation: dead-lettered.
+    let mut broken = storm_event(&mut r, 5, 1, 4_000);
+    broken["state"] = "five".into();
+    records.push(record_with(next(), &broken.to_string(), &incident));
+    // 40 records of other tables, announced by their header.
+    for n in 0..40u64 {
+        let table = ["change_request", "problem", "sys_user", "incident_task"][n as usize % 4];
+        let mut other = storm_event(&mut r, 100 + n, 1, 1_000);
+        other["number"] = format!("CHG{:07}", n).into();
+        records.push(record_with(
+            next(),
+            &other.to_string(),
+            &[("table_name", table)],
+        ));
+    }
+    // 20 problem records without any header: PRB numbers, incident-like fields.
+    for n in 0..20u64 {
+        let mut problem = storm_event(&mut r, 200 + n, 1, 1_000);
+        problem["number"] = format!("PRB{:07}", n).into();
+        records.push(record_with(next(), &problem.to_string(), &[]));
+    }
+    // 15 heartbeats: empty values and JSON keep-alives.
+    for n in 0..15 {
+        let value = if n % 3 == 0 {
+            String::new()
+        } else {
+            json!({"type": "heartbeat", "ts": 1_764_410_400_000u64 + n}).to_string()
+        };
+        records.push(record_with(next(), &value, &[]));
+    }
+    // 20 values in other formats: XML, plain text, JSON arrays and scalars.
+    for n in 0..20 {
+        let value = match n % 4 {
+            0 => format!("<record><number>INC{n:07}</number></record>"),
+            1 => format!("router {n} says hello"),
+            2 => "[1, 2, 3]".to_owned(),
+            _ => "42".to_owned(),
+        };
+        records.push(record_with(next(), &value, &[]));
+    }
+    assert_eq!(records.len(), 100);
+
+    let (status, body) = classify_answer(store.clone(), &batch_of(records)).await;
+
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body["ReturnValue"],
+        json!({"accepted": 4, "duplicate_or_stale": 0, "dead_lettered": 1, "skipped": {
+            "other_table": 40, "heartbeat": 15, "not_an_incident": 20, "other_format": 20}}),
+        "{body}"
+    );
+    let letters = store.dead_letters(1_000).await.unwrap();
+    assert_eq!(letters.len(), 1, "{letters:?}");
+    assert!(letters[0].1.reason.contains("state"), "{letters:?}");
+    for n in 1..=4 {
+        assert!(
+            store.ticket_snapshot(&id(n)).await.unwrap().is_some(),
+            "incident {n}"
+        );
+    }
+    for n in 200..220 {
+        assert!(
+            store.ticket_snapshot(&id(n)).await.unwrap().is_none(),
+            "problem record {n} was taken for an incident"
+        );
+    }
 }

@@ -160,6 +160,10 @@ async fn the_cli_lists_dead_letters_and_resubmits_them_keeping_what_fails_again(
     );
     assert!(listing.contains(&format!("value:  {MALFORMED} (22 bytes stored)")));
     assert!(listing.contains("2 dead letters listed"));
+    assert!(
+        listing.contains("2 in the stream; 0 trimmed by its cap"),
+        "{listing}"
+    );
     let json: Value =
         serde_json::from_str(&stdout(&stormgate(&redis, &["list", "--json"]))).unwrap();
     assert_eq!(json[1]["id"], refused_id.as_str());
@@ -209,6 +213,7 @@ async fn the_http_function_resubmits_through_the_same_path() {
         Arc::new(SystemClock),
     ));
     let response = router
+        .clone()
         .oneshot(
             Request::post("/api/dead-letters")
                 .header("content-type", "application/json")
@@ -226,4 +231,19 @@ async fn the_http_function_resubmits_through_the_same_path() {
     assert_eq!(body["entries"][0]["outcome"], "rejected_again", "{body}");
     assert_eq!(body["entries"][1]["outcome"], "accepted", "{body}");
     assert_only_the_malformed_event_stays(store.as_ref(), &ticket).await;
+
+    // The listing says how full the stream is and what its cap trimmed.
+    let response = router
+        .oneshot(
+            Request::get("/api/dead-letters")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let header = |name: &str| response.headers()[name].to_str().unwrap().to_owned();
+    assert_eq!(header("x-dead-letters-total"), "1");
+    assert_eq!(header("x-dead-letters-cap"), "5000");
+    assert_eq!(header("x-dead-letters-trimmed-total"), "0");
 }

@@ -10,6 +10,10 @@ use serde_json::Value;
 use stormgate_handlers::app::{FUNCTIONS, Trigger};
 use stormgate_handlers::functions::{classify, dispatch, rollup, summarize};
 
+fn fixtures_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/platform")
+}
+
 fn defs_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../function-defs")
 }
@@ -95,7 +99,9 @@ fn classify_reads_a_kafka_batch_with_credentials_from_app_settings() {
     assert_eq!(trigger["name"], classify::EVENTS_BINDING);
     assert_eq!(trigger["cardinality"], "many");
     assert_eq!(trigger["dataType"], "string");
-    assert_eq!(trigger["protocol"], "sasl_ssl");
+    // The value itself is checked against the Kafka extension's enum in
+    // `every_binding_property_is_one_the_host_binds_with_a_value_its_type_accepts`.
+    assert_eq!(trigger["authenticationMode"], "Plain");
     for (field, setting) in [
         ("brokerList", "%KAFKA_BROKERS%"),
         ("topic", "%KAFKA_TOPIC%"),
@@ -147,22 +153,6 @@ fn dispatch_hands_off_to_one_storage_queue_per_tier() {
     }
 }
 
-/// The Kafka extension's own names (handlers/tests/platform/kafka_extension.json, read
-/// from its source): a value it does not know fails the binding when the host loads it.
-fn kafka_facts() -> Value {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/platform/kafka_extension.json");
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
-
-fn is_extension_name(facts: &Value, field: &str, value: &Value) -> bool {
-    let value = value.as_str().unwrap_or_default();
-    facts[field]
-        .as_array()
-        .unwrap()
-        .iter()
-        .any(|name| name.as_str().unwrap().eq_ignore_ascii_case(value))
-}
-
 /// Every function that settles jobs publishes their customer notices: `dispatch` (jobs
 /// spilled or shed to the extractive tier) and both tier functions, through a Kafka
 /// output to the notifications topic that the extension can load.
@@ -172,7 +162,8 @@ fn every_function_that_settles_jobs_publishes_notices_to_the_notifications_topic
         dispatch::NOTIFICATIONS_BINDING,
         summarize::NOTIFICATIONS_BINDING
     );
-    let facts = kafka_facts();
+    // Their `protocol` and `authenticationMode` are checked against the extension's own
+    // enums with every other binding property (tests/fixtures/platform/function-bindings.json).
     for function in ["dispatch", "summarize-premium", "summarize-standard"] {
         let output = binding_named(function, summarize::NOTIFICATIONS_BINDING);
         assert_eq!(output["type"], "kafka", "{function}");
@@ -186,18 +177,7 @@ fn every_function_that_settles_jobs_publishes_notices_to_the_notifications_topic
         ] {
             assert_eq!(output[field], setting, "{function} {field}");
         }
-        for field in ["protocol", "authenticationMode"] {
-            assert!(
-                is_extension_name(&facts, field, &output[field]),
-                "{function}: {field} {} is not one of the extension's names {}",
-                output[field],
-                facts[field]
-            );
-        }
     }
-    // The table itself: the names the extension really has, not ones it might accept.
-    assert!(is_extension_name(&facts, "protocol", &"saslssl".into()));
-    assert!(!is_extension_name(&facts, "protocol", &"sasl_ssl".into()));
 }
 
 #[test]
@@ -293,4 +273,164 @@ fn every_http_trigger_on_disk_needs_a_function_key_except_health() {
         http_functions.contains(&"health".to_owned()) && http_functions.len() >= 2,
         "expected health and the read APIs among the HTTP functions: {http_functions:?}"
     );
+}
+
+// ---- the platform's own binding definitions ---------------------------------------------------
+
+/// `tests/fixtures/platform/function-bindings.json`: per binding type, the properties the host
+/// binds and the member names of the enums behind them, extracted from the extensions the
+/// bundle range of `host.json` resolves to (origin, commits and licences in the file).
+fn binding_table() -> Value {
+    let path = fixtures_dir().join("function-bindings.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// What the host would refuse or silently ignore in one binding, checked against `table`.
+///
+/// Property names match case-insensitively (the host's `AttributeCloner` uses
+/// `OrdinalIgnoreCase`); a name the binding type does not have is ignored by the host, which is
+/// how a typo goes unnoticed, so it is reported. An enum value must be one of the enum's member
+/// names ignoring case, which is what `Enum.Parse(..., ignoreCase: true)` accepts (digits and
+/// comma lists aside, which nothing here should use).
+fn binding_problems(table: &Value, function: &str, binding: &Value) -> Vec<String> {
+    let mut problems = Vec::new();
+    let Some(fields) = binding.as_object() else {
+        return vec![format!("{function}: a binding is not an object")];
+    };
+    let kind = binding["type"].as_str().unwrap_or_default();
+    let Some((_, spec)) = table["bindings"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .find(|(name, _)| name.eq_ignore_ascii_case(kind))
+    else {
+        return vec![format!(
+            "{function}: binding type {kind:?} is not in the table of the bundle's extensions"
+        )];
+    };
+    let known = |name: &str| -> Option<&str> {
+        [&table["every_binding"], &spec["properties"]]
+            .into_iter()
+            .flat_map(|group| group.as_object().unwrap().iter())
+            .find(|(property, _)| property.eq_ignore_ascii_case(name))
+            .map(|(_, shape)| shape.as_str().unwrap())
+    };
+    for (property, value) in fields {
+        let Some(shape) = known(property) else {
+            problems.push(format!(
+                "{function}: `{property}` is not a property of a {kind} binding (the host would ignore it)"
+            ));
+            continue;
+        };
+        let accepted = match shape {
+            "string" => value.is_string(),
+            "boolean" => value.is_boolean(),
+            "integer" => value.is_i64() || value.is_u64(),
+            "string[]" => value
+                .as_array()
+                .is_some_and(|items| items.iter().all(Value::is_string)),
+            _ => match shape.strip_prefix("enum:") {
+                Some(enum_name) => {
+                    let names = table["enums"][enum_name].as_array().unwrap();
+                    let given = value.as_str().unwrap_or_default();
+                    let found = names
+                        .iter()
+                        .any(|name| name.as_str().unwrap().eq_ignore_ascii_case(given));
+                    if !found {
+                        problems.push(format!(
+                            "{function}: `{property}` = {value} is not a member of {enum_name} {names:?}"
+                        ));
+                    }
+                    continue;
+                }
+                None => panic!("unknown shape {shape:?} in the binding table"),
+            },
+        };
+        if !accepted {
+            problems.push(format!(
+                "{function}: `{property}` = {value} is not a {shape}"
+            ));
+        }
+    }
+    problems
+}
+
+fn function_names() -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(defs_dir())
+        .unwrap()
+        .map(|entry| entry.unwrap())
+        .filter(|entry| entry.file_type().unwrap().is_dir())
+        .map(|entry| entry.file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn every_binding_property_is_one_the_host_binds_with_a_value_its_type_accepts() {
+    let table = binding_table();
+    let mut problems = Vec::new();
+    let mut enum_values_checked = 0;
+    for function in function_names() {
+        for binding in bindings(&function) {
+            problems.extend(binding_problems(&table, &function, &binding));
+            enum_values_checked += ["protocol", "authenticationMode", "authLevel", "direction"]
+                .iter()
+                .filter(|p| binding.get(**p).is_some())
+                .count();
+        }
+    }
+    assert_eq!(problems, Vec::<String>::new());
+    assert!(enum_values_checked > 20, "{enum_values_checked}");
+}
+
+#[test]
+fn binding_table_is_the_bundles_kafka_extension_and_matches_host_json() {
+    let table = binding_table();
+    let text = std::fs::read_to_string(defs_dir().join("../host.json")).unwrap();
+    let host: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        table["extension_bundle"]["range"], host["extensionBundle"]["version"],
+        "the table must be re-extracted for the bundle range host.json asks for"
+    );
+    assert_eq!(
+        table["extension_bundle"]["extensions"]["Microsoft.Azure.WebJobs.Extensions.Kafka"],
+        "4.3.2"
+    );
+    assert_eq!(table["sources"]["kafka"]["tag"], "4.3.2");
+}
+
+#[test]
+fn kafka_protocol_spelt_as_librdkafka_writes_it_is_refused() {
+    let table = binding_table();
+    let mut trigger = trigger_binding("classify");
+    assert!(binding_problems(&table, "classify", &trigger).is_empty());
+    // librdkafka's `security.protocol` spelling, which one Learn table prints: not an enum name.
+    trigger["protocol"] = Value::from("sasl_ssl");
+    let problems = binding_problems(&table, "classify", &trigger);
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(problems[0].contains("BrokerProtocol"), "{problems:?}");
+    // Case is ignored by the host, so the samples' `SASLSSL` binds.
+    trigger["protocol"] = Value::from("SASLSSL");
+    assert!(binding_problems(&table, "classify", &trigger).is_empty());
+}
+
+#[test]
+fn binding_rule_refuses_a_misspelt_property_and_a_wrongly_typed_value() {
+    let table = binding_table();
+    let mut notifications = binding_named("classify", classify::NOTIFICATIONS_BINDING);
+    notifications["authMode"] = Value::from("Plain");
+    notifications["enableIdempotence"] = Value::from("true");
+    let problems = binding_problems(&table, "classify", &notifications);
+    assert_eq!(problems.len(), 2, "{problems:?}");
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("`authMode` is not a property"))
+    );
+    assert!(problems.iter().any(|p| p.contains("is not a boolean")));
+    let mut timer = trigger_binding("dispatch");
+    timer["authLevel"] = Value::from("function");
+    assert_eq!(binding_problems(&table, "dispatch", &timer).len(), 1);
 }

@@ -164,7 +164,9 @@ async fn handler_serves_the_host_rejects_garbage_and_stays_up() {
 
     let records = vec![
         json!({"Offset": 1, "Partition": 0, "Topic": "t", "Timestamp": "2026-11-29T10:00:00Z", "Key": null,
-               "Value": "{\"sys_id\":\"a\"}", "Headers": []})
+               "Value": "{\"sys_id\":\"a\"}",
+               // table_name: incident (base64): a malformed incident, not a foreign record.
+               "Headers": [{"Key": "table_name", "Value": "aW5jaWRlbnQ="}]})
         .to_string(),
     ];
     let batch =

@@ -1,7 +1,8 @@
 //! The host emulation against the platform's own values
-//! (`tests/platform/functions_host.json`, read from the host's and extensions' sources):
-//! what it assumes when host.json is silent, the limits it enforces, and the day-of-week
-//! numbering of timer schedules.
+//! (`tests/fixtures/platform/functions_host.json` and `retry-and-offsets.json`, read from
+//! the host's and extensions' sources): what it assumes when host.json is silent, the
+//! limits it enforces, the day-of-week numbering of timer schedules and what it makes of
+//! a function's retry policy.
 
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -13,12 +14,22 @@ use serde_json::Value;
 use stormgate_handlers::functions_host::AppDefinition;
 use stormgate_handlers::functions_host::app_definition::{HostSettings, MAX_QUEUE_BATCH_SIZE};
 use stormgate_handlers::functions_host::ncrontab::NcrontabSchedule;
+use stormgate_handlers::functions_host::retry_policy::{
+    EXPONENTIAL_RANDOMIZATION, RetryPolicy, SMALLEST_MAX_RETRY_COUNT, STRATEGIES,
+    UNLIMITED_MAX_RETRY_COUNT,
+};
 use stormgate_handlers::functions_host::runtime::MIN_QUEUE_POLLING_INTERVAL;
 use stormgate_shared::clock::EpochMillis;
 
-fn facts() -> Value {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/platform/functions_host.json");
+fn platform_file(name: &str) -> Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/platform")
+        .join(name);
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn facts() -> Value {
+    platform_file("functions_host.json")
 }
 
 #[test]
@@ -93,4 +104,41 @@ fn timer_days_of_the_week_count_from_sunday_zero_as_ncrontab_does() {
             .parse::<NcrontabSchedule>()
             .is_err()
     );
+}
+
+#[test]
+fn retry_policies_are_read_and_waited_as_the_host_does() {
+    let facts = platform_file("retry-and-offsets.json");
+    let policy = &facts["retry_policy"];
+    assert_eq!(
+        policy["strategies"],
+        serde_json::to_value(STRATEGIES).unwrap()
+    );
+    assert_eq!(policy["unlimited_max_retry_count"], UNLIMITED_MAX_RETRY_COUNT);
+    assert_eq!(policy["smallest_max_retry_count"], SMALLEST_MAX_RETRY_COUNT);
+    assert_eq!(
+        policy["exponential_randomization"].as_f64(),
+        Some(EXPONENTIAL_RANDOMIZATION)
+    );
+    // RandomizedExponentialBackoffStrategy at r = 1: the minimum, then the minimum plus
+    // 2^(n-1) minimums, kept at the maximum once reached.
+    let classify = AppDefinition::built_in()
+        .unwrap()
+        .function("classify")
+        .unwrap()
+        .retry
+        .expect("classify has a retry policy");
+    let RetryPolicy::ExponentialBackoff {
+        max_retries,
+        minimum,
+        maximum,
+    } = classify
+    else {
+        panic!("classify backs off exponentially: {classify:?}");
+    };
+    assert_eq!(max_retries, None, "classify retries without limit");
+    assert_eq!(classify.delay_before(1), Some(minimum));
+    assert_eq!(classify.delay_before(2), Some((minimum * 2).min(maximum)));
+    assert_eq!(classify.delay_before(3), Some((minimum * 3).min(maximum)));
+    assert_eq!(classify.delay_before(1000), Some(maximum));
 }

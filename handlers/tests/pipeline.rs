@@ -61,12 +61,15 @@ fn start_handler_with(redis_url: &str, extra: &[(&str, String)]) -> Handler {
     let mut vars: Vec<(String, String)> = Settings::example_vars()
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .filter(|(k, _)| !k.ends_with("_TPM") && k != "STORMGATE_REDIS_URL")
+        .filter(|(k, _)| !k.ends_with("_TPM") && !k.ends_with("_RPM") && k != "STORMGATE_REDIS_URL")
         .collect();
     vars.extend([
         ("STORMGATE_REDIS_URL".to_owned(), redis_url.to_owned()),
         ("STORMGATE_PREMIUM_TPM".to_owned(), "1000000".to_owned()),
         ("STORMGATE_STANDARD_TPM".to_owned(), "1000000".to_owned()),
+        // A gpt-4o deployment's ratio: 6 requests per minute per 1,000 tokens.
+        ("STORMGATE_PREMIUM_RPM".to_owned(), "6000".to_owned()),
+        ("STORMGATE_STANDARD_RPM".to_owned(), "6000".to_owned()),
         // The real clock runs here: jobs must not wait out coalescing holds.
         ("STORMGATE_COALESCE_HOLD_SECONDS".to_owned(), "0".to_owned()),
         ("FUNCTIONS_CUSTOMHANDLER_PORT".to_owned(), port.to_string()),

@@ -285,7 +285,8 @@ async fn classify_counts_records_the_store_refused_apart_from_those_it_stored() 
     assert_invocation_response(status, &body);
     assert_eq!(
         body["ReturnValue"],
-        json!({"accepted": 2, "duplicate_or_stale": 0, "dead_lettered": 1, "lost": 0})
+        json!({"accepted": 2, "duplicate_or_stale": 0, "dead_lettered": 1, "skipped":
+            {"other_table": 0, "heartbeat": 0, "not_an_incident": 0, "other_format": 0}})
     );
     let letters = store.dead_letters(10).await.unwrap();
     assert_eq!(letters.len(), 1);
@@ -300,4 +301,39 @@ async fn classify_counts_records_the_store_refused_apart_from_those_it_stored() 
         letter.raw, values[1],
         "the refused event's value, decoded again"
     );
+}
+
+/// A batch `classify` cannot store fails (the host delivers it again), and its log names
+/// where it sits in the topic: per partition, the topic, the first and last offset and
+/// the count, so that the batch can be found.
+#[tokio::test(flavor = "current_thread")]
+async fn a_failed_classify_batch_logs_its_topic_partition_and_offset_range() {
+    let out = Captured::default();
+    let subscriber = telemetry::subscriber(LogFormat::Json, Some("info"), out.clone()).unwrap();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let records: Vec<String> = (17..=19)
+        .map(|offset| kafka_event_data(offset, r#"{"sys_id":"a"}"#))
+        .collect();
+    let invocation =
+        json!({"Data": {"events": serde_json::to_string(&records).unwrap()}, "Metadata": {}});
+
+    let (status, _) = post_json("/classify", invocation.to_string()).await;
+
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+    let failed = text
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|l| {
+            l["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("classify batch failed"))
+        })
+        .unwrap_or_else(|| panic!("no failure line naming the batch:\n{text}"));
+    assert_eq!(failed["level"], "ERROR", "{failed}");
+    assert_eq!(failed["topic"], "servicenow.incident", "{failed}");
+    assert_eq!(failed["partition"], 0, "{failed}");
+    assert_eq!(failed["first_offset"], 17, "{failed}");
+    assert_eq!(failed["last_offset"], 19, "{failed}");
+    assert_eq!(failed["events"], 3, "{failed}");
 }

@@ -1,6 +1,7 @@
-// The Linux function app that runs the stormgate custom handler, its hosting plan, and every app setting the
-// handler and the Functions host read. Flex Consumption (FC1) by default; Elastic Premium (EP1-EP3) on request,
-// with runtime scale monitoring so the Kafka trigger scales on consumer lag.
+// The Linux function app that runs the stormgate custom handler on Flex Consumption (FC1), its hosting plan, and
+// every app setting the handler and the Functions host read. Flex Consumption takes the runtime from
+// functionAppConfig (it refuses FUNCTIONS_WORKER_RUNTIME and FUNCTIONS_EXTENSION_VERSION as app settings), deploys
+// from a blob container with the app's managed identity, and scales each non-HTTP function on its own.
 
 import { tierDeployments } from 'openai.bicep'
 
@@ -16,21 +17,12 @@ param planName string
 @description('Function app name (also the default host name prefix).')
 param appName string
 
-@description('FC1 = Flex Consumption; EP1-EP3 = Elastic Premium.')
-@allowed([
-  'FC1'
-  'EP1'
-  'EP2'
-  'EP3'
-])
-param planSku string
-
-@description('Flex Consumption: most instances the app scales out to.')
+@description('Most instances the app scales out to.')
 @minValue(40)
 @maxValue(1000)
 param maximumInstanceCount int
 
-@description('Flex Consumption: memory per instance.')
+@description('Memory per instance.')
 @allowed([
   512
   2048
@@ -38,14 +30,12 @@ param maximumInstanceCount int
 ])
 param instanceMemoryMB int
 
-@description('Elastic Premium: instances kept always ready.')
+@description('Instances kept always ready for the classify function.')
 @minValue(1)
-param elasticMinimumInstances int
+param classifyAlwaysReady int
 
-@description('Elastic Premium: most instances the plan bursts to.')
-@minValue(1)
-@maxValue(100)
-param elasticMaximumInstances int
+@description('Subnet (delegated to Microsoft.App/environments) the app integrates with; empty for none.')
+param appSubnetId string
 
 @description('User-assigned identity the app runs as.')
 param identityId string
@@ -61,9 +51,6 @@ param storageAccountName string
 
 @description('Blob container URL for the Flex Consumption deployment package.')
 param deploymentContainerUrl string
-
-@description('Azure Files share for the Elastic Premium content.')
-param contentShareName string
 
 @description('Application Insights connection string.')
 @secure()
@@ -127,31 +114,20 @@ param searchIndex string
 @description('RUST_LOG filter for the handler.')
 param rustLog string
 
-var isFlexConsumption = planSku == 'FC1'
 var useManagedRedis = !empty(managedRedisUrl)
 
 resource plan 'Microsoft.Web/serverfarms@2024-04-01' = {
   name: planName
   location: location
   tags: tags
-  kind: isFlexConsumption ? 'functionapp' : 'elastic'
-  sku: isFlexConsumption
-    ? {
-        name: 'FC1'
-        tier: 'FlexConsumption'
-      }
-    : {
-        name: planSku
-        tier: 'ElasticPremium'
-      }
-  properties: isFlexConsumption
-    ? {
-        reserved: true
-      }
-    : {
-        reserved: true
-        maximumElasticWorkerCount: elasticMaximumInstances
-      }
+  kind: 'functionapp'
+  sku: {
+    name: 'FC1'
+    tier: 'FlexConsumption'
+  }
+  properties: {
+    reserved: true
+  }
 }
 
 resource app 'Microsoft.Web/sites@2024-04-01' = {
@@ -169,40 +145,40 @@ resource app 'Microsoft.Web/sites@2024-04-01' = {
     serverFarmId: plan.id
     httpsOnly: true
     keyVaultReferenceIdentity: identityId
-    functionAppConfig: isFlexConsumption
-      ? {
-          deployment: {
-            storage: {
-              type: 'blobContainer'
-              value: deploymentContainerUrl
-              authentication: {
-                type: 'UserAssignedIdentity'
-                userAssignedIdentityResourceId: identityId
-              }
-            }
-          }
-          scaleAndConcurrency: {
-            maximumInstanceCount: maximumInstanceCount
-            instanceMemoryMB: instanceMemoryMB
-          }
-          runtime: {
-            name: 'custom'
-            version: '1.0'
+    virtualNetworkSubnetId: empty(appSubnetId) ? null : appSubnetId
+    functionAppConfig: {
+      deployment: {
+        storage: {
+          type: 'blobContainer'
+          value: deploymentContainerUrl
+          authentication: {
+            type: 'UserAssignedIdentity'
+            userAssignedIdentityResourceId: identityId
           }
         }
-      : null
-    siteConfig: isFlexConsumption
-      ? {
-          minTlsVersion: '1.2'
-        }
-      : {
-          minTlsVersion: '1.2'
-          ftpsState: 'Disabled'
-          linuxFxVersion: ''
-          minimumElasticInstanceCount: elasticMinimumInstances
-          // Without this the Kafka trigger does not scale on consumer lag on Elastic Premium.
-          functionsRuntimeScaleMonitoringEnabled: true
-        }
+      }
+      scaleAndConcurrency: {
+        maximumInstanceCount: maximumInstanceCount
+        instanceMemoryMB: instanceMemoryMB
+        // Flex Consumption scales each non-HTTP function on its own; classify scaling out from zero waits on
+        // the scale controller reading Kafka lag with the Key Vault-referenced password. A warm instance keeps
+        // consuming whatever that path does ('function:<name>' names one function; Microsoft Learn,
+        // "Flex Consumption plan", always ready instances).
+        alwaysReady: [
+          {
+            name: 'function:classify'
+            instanceCount: classifyAlwaysReady
+          }
+        ]
+      }
+      runtime: {
+        name: 'custom'
+        version: '1.0'
+      }
+    }
+    siteConfig: {
+      minTlsVersion: '1.2'
+    }
   }
 }
 
@@ -218,19 +194,30 @@ var coreSettings = {
   AZURE_OPENAI_ENDPOINT: openAiEndpoint
   AZURE_OPENAI_API_VERSION: openAiApiVersion
   AZURE_OPENAI_AUTH: 'managed_identity'
-  // Deployment names, models and budgets come from the same object the Azure OpenAI module deploys, so the
-  // governor's tokens per minute always equal the deployment capacity (1 unit = 1,000 TPM).
+  // Deployment names, models, budgets and prices come from the same object the Azure OpenAI module deploys, so
+  // the governor's tokens per minute always equal the deployment capacity (1 unit = 1,000 TPM) and its requests
+  // per minute the capacity times the model's requests per unit.
   STORMGATE_PREMIUM_DEPLOYMENT: modelDeployments.premium.name
   STORMGATE_PREMIUM_MODEL: modelDeployments.premium.model
   STORMGATE_PREMIUM_TPM: string(modelDeployments.premium.capacity * 1000)
+  STORMGATE_PREMIUM_RPM: string(modelDeployments.premium.capacity * modelDeployments.premium.rpmPerUnit)
+  STORMGATE_PREMIUM_PRICE_INPUT_PER_1M: modelDeployments.premium.priceInputPer1M
+  STORMGATE_PREMIUM_PRICE_OUTPUT_PER_1M: modelDeployments.premium.priceOutputPer1M
   STORMGATE_STANDARD_DEPLOYMENT: modelDeployments.standard.name
   STORMGATE_STANDARD_MODEL: modelDeployments.standard.model
   STORMGATE_STANDARD_TPM: string(modelDeployments.standard.capacity * 1000)
+  STORMGATE_STANDARD_RPM: string(modelDeployments.standard.capacity * modelDeployments.standard.rpmPerUnit)
+  STORMGATE_STANDARD_PRICE_INPUT_PER_1M: modelDeployments.standard.priceInputPer1M
+  STORMGATE_STANDARD_PRICE_OUTPUT_PER_1M: modelDeployments.standard.priceOutputPer1M
   STORMGATE_GOVERNOR_HEADROOM: governorHeadroom
   STORMGATE_REDIS_URL: useManagedRedis ? managedRedisUrl : vaultReferences.existingRedisUrl
   STORMGATE_REDIS_AUTH: useManagedRedis ? 'entra' : existingRedisAuth
   STORMGATE_KEY_VAULT_URL: keyVaultUri
   STORMGATE_LOG_FORMAT: 'json'
+  // What Redis keeps (it runs with noeviction): tickets 14 days after their last update, at most 5,000 dead
+  // letters. docs/operations.md, *Redis memory*, sizes Redis for these values.
+  STORMGATE_RETENTION_DAYS: '14'
+  STORMGATE_DEAD_LETTER_MAX: '5000'
   RUST_LOG: rustLog
   KAFKA_BROKERS: kafkaBrokers
   KAFKA_TOPIC: kafkaTopic
@@ -263,23 +250,10 @@ var searchSettings = empty(searchEndpoint)
       STORMGATE_SEARCH_API_KEY: vaultReferences.searchApiKey
     }
 
-// Flex Consumption takes the runtime from functionAppConfig and rejects these settings; Elastic Premium needs
-// them, plus the Azure Files content share (its connection string stays in Key Vault, which the platform cannot
-// validate at creation, hence the skip flag).
-var planSettings = isFlexConsumption
-  ? {}
-  : {
-      FUNCTIONS_EXTENSION_VERSION: '~4'
-      FUNCTIONS_WORKER_RUNTIME: 'custom'
-      WEBSITE_CONTENTAZUREFILECONNECTIONSTRING: vaultReferences.contentShareConnection
-      WEBSITE_CONTENTSHARE: contentShareName
-      WEBSITE_SKIP_CONTENTSHARE_VALIDATION: '1'
-    }
-
 resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
   parent: app
   name: 'appsettings'
-  properties: union(coreSettings, redisUserSettings, serviceNowSettings, searchSettings, planSettings)
+  properties: union(coreSettings, redisUserSettings, serviceNowSettings, searchSettings)
 }
 
 output name string = app.name

@@ -31,8 +31,12 @@ param searchApiKey string
 @secure()
 param existingRedisUrl string
 
-@description('Storage account whose key backs the Elastic Premium content share; empty on Flex Consumption.')
-param contentStorageAccountName string
+@description('Enabled, or Disabled when the vault is reached through its private endpoint only.')
+@allowed([
+  'Enabled'
+  'Disabled'
+])
+param publicNetworkAccess string
 
 resource vault 'Microsoft.KeyVault/vaults@2023-07-01' = {
   name: name
@@ -49,7 +53,11 @@ resource vault 'Microsoft.KeyVault/vaults@2023-07-01' = {
     softDeleteRetentionInDays: 90
     // ARM rejects `false` once purge protection was on; `null` leaves it off.
     enablePurgeProtection: enablePurgeProtection ? true : null
-    publicNetworkAccess: 'Enabled'
+    publicNetworkAccess: publicNetworkAccess
+    networkAcls: {
+      defaultAction: publicNetworkAccess == 'Enabled' ? 'Allow' : 'Deny'
+      bypass: 'AzureServices'
+    }
   }
 }
 
@@ -85,22 +93,6 @@ resource existingRedisUrlSecret 'Microsoft.KeyVault/vaults/secrets@2023-07-01' =
   }
 }
 
-resource contentStorage 'Microsoft.Storage/storageAccounts@2024-01-01' existing = if (!empty(contentStorageAccountName)) {
-  name: empty(contentStorageAccountName) ? 'unused' : contentStorageAccountName
-}
-
-// Azure Files mounts the Elastic Premium content share with the account key only; the connection string is
-// built here, inside the deployment, and reaches the app as a Key Vault reference.
-resource contentShareConnectionSecret 'Microsoft.KeyVault/vaults/secrets@2023-07-01' = if (!empty(contentStorageAccountName)) {
-  parent: vault
-  name: 'content-share-connection'
-  properties: {
-    value: empty(contentStorageAccountName)
-      ? ''
-      : 'DefaultEndpointsProtocol=https;AccountName=${contentStorage.name};AccountKey=${contentStorage.listKeys().keys[0].value};EndpointSuffix=${environment().suffixes.storage}'
-  }
-}
-
 // Versionless references: App Service picks up a rotated secret within a day.
 var secretUriBase = '${vault.properties.vaultUri}secrets/'
 
@@ -111,4 +103,3 @@ output kafkaPasswordRef string = '@Microsoft.KeyVault(SecretUri=${secretUriBase}
 output serviceNowPasswordRef string = '@Microsoft.KeyVault(SecretUri=${secretUriBase}servicenow-password/)'
 output searchApiKeyRef string = '@Microsoft.KeyVault(SecretUri=${secretUriBase}search-api-key/)'
 output existingRedisUrlRef string = '@Microsoft.KeyVault(SecretUri=${secretUriBase}redis-url/)'
-output contentShareConnectionRef string = '@Microsoft.KeyVault(SecretUri=${secretUriBase}content-share-connection/)'

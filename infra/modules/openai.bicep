@@ -1,7 +1,8 @@
-// Azure OpenAI account with one Standard deployment per tier. Each deployment is its own quota pool; the two
-// tiers use different models so their quotas never overlap (quota is per model and deployment type).
+// Azure OpenAI account with one deployment per tier. Each deployment has its own rate limiter; the two tiers use
+// different models so their quotas never overlap (quota is per region, subscription, model and deployment type:
+// Microsoft Learn, "Azure OpenAI quotas and limits").
 
-@description('Azure region for the account; the models and Standard capacity must be available there.')
+@description('Azure region for the account; each tier\'s model must be offered there under its deployment type.')
 param location string
 
 @description('Tags applied to every resource.')
@@ -16,6 +17,13 @@ param disableLocalAuth bool
 @description('One entry per tier, keyed by tier name. capacity is in units of 1,000 tokens per minute.')
 param deployments tierDeployments
 
+@description('Enabled, or Disabled when the account is reached through its private endpoint only.')
+@allowed([
+  'Enabled'
+  'Disabled'
+])
+param publicNetworkAccess string
+
 @export()
 @description('One tier\'s Azure OpenAI deployment.')
 type modelDeployment = {
@@ -25,9 +33,18 @@ type modelDeployment = {
   model: string
   @description('Model version, e.g. 2025-04-14.')
   version: string
-  @description('Standard capacity: 1 unit = 1,000 tokens per minute (and 6 requests per minute).')
+  @description('Deployment type, each its own quota pool: GlobalStandard (any region, the most capacity), DataZoneStandard (processing kept in the data zone), Standard (this region only; few regions offer the gpt-4.1 family).')
+  sku: 'GlobalStandard' | 'DataZoneStandard' | 'Standard'
+  @description('Capacity: 1 unit = 1,000 tokens per minute.')
   @minValue(1)
   capacity: int
+  @description('Requests per minute per unit of capacity: 1 for the gpt-4.1 family, 6 for gpt-4o and gpt-4o-mini (Azure\'s quota tables; docs/deploy.md).')
+  @minValue(1)
+  rpmPerUnit: int
+  @description('USD per million input tokens, a decimal string such as 2.00 (for the cost figures).')
+  priceInputPer1M: string
+  @description('USD per million output tokens, a decimal string such as 8.00.')
+  priceOutputPer1M: string
 }
 
 @export()
@@ -48,7 +65,10 @@ resource account 'Microsoft.CognitiveServices/accounts@2025-06-01' = {
   properties: {
     customSubDomainName: name
     disableLocalAuth: disableLocalAuth
-    publicNetworkAccess: 'Enabled'
+    publicNetworkAccess: publicNetworkAccess
+    networkAcls: {
+      defaultAction: publicNetworkAccess == 'Enabled' ? 'Allow' : 'Deny'
+    }
   }
 }
 
@@ -59,7 +79,7 @@ resource modelDeploymentResources 'Microsoft.CognitiveServices/accounts/deployme
     parent: account
     name: deployment.value.name
     sku: {
-      name: 'Standard'
+      name: deployment.value.sku
       capacity: deployment.value.capacity
     }
     properties: {

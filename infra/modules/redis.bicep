@@ -19,6 +19,13 @@ param persistenceEnabled bool
 @description('Object (principal) id of the identity that gets the default access policy.')
 param appPrincipalId string
 
+@description('Enabled, or Disabled when the cache is reached through its private endpoint only.')
+@allowed([
+  'Enabled'
+  'Disabled'
+])
+param publicNetworkAccess string
+
 resource cluster 'Microsoft.Cache/redisEnterprise@2025-07-01' = {
   name: name
   location: location
@@ -28,6 +35,9 @@ resource cluster 'Microsoft.Cache/redisEnterprise@2025-07-01' = {
   }
   properties: {
     minimumTlsVersion: '1.2'
+    // Required at 2025-07-01 (Bicep type index, Microsoft.Cache/redisEnterprise ClusterCreateProperties:
+    // "publicNetworkAccess: 'Disabled' | 'Enabled' (Required) ... Only 'Enabled' or 'Disabled' can be set").
+    publicNetworkAccess: publicNetworkAccess
   }
 }
 
@@ -65,5 +75,6 @@ resource appAccess 'Microsoft.Cache/redisEnterprise/databases/accessPolicyAssign
   }
 }
 
+output id string = cluster.id
 output hostName string = cluster.properties.hostName
 output url string = 'rediss://${cluster.properties.hostName}:${database.properties.port}'

@@ -1,7 +1,6 @@
 // The Functions host storage account: host state (blobs, tables), the durable hand-off queues from `dispatch` to
 // the tier functions (with their poison queues), and the deployment package container for Flex Consumption.
-// Flex Consumption reaches it with the managed identity only (no shared keys); Elastic Premium also needs an
-// Azure Files content share, which Azure Files only mounts with the account key.
+// Everything reaches it with the managed identity: shared keys are off.
 
 @description('Azure region for the storage account.')
 param location string
@@ -27,10 +26,12 @@ param deploymentContainerName string
 @description('Queues fed by dispatch and consumed by the tier functions.')
 param workQueueNames array
 
-@description('Azure Files share for the Elastic Premium content; empty on Flex Consumption.')
-param contentShareName string
-
-var needsContentShare = !empty(contentShareName)
+@description('Enabled, or Disabled when the account is reached through its private endpoints only.')
+@allowed([
+  'Enabled'
+  'Disabled'
+])
+param publicNetworkAccess string
 
 resource account 'Microsoft.Storage/storageAccounts@2024-01-01' = {
   name: name
@@ -44,10 +45,13 @@ resource account 'Microsoft.Storage/storageAccounts@2024-01-01' = {
     minimumTlsVersion: 'TLS1_2'
     supportsHttpsTrafficOnly: true
     allowBlobPublicAccess: false
-    // Only the Elastic Premium content share needs the key; everything else uses the managed identity.
-    allowSharedKeyAccess: needsContentShare
+    allowSharedKeyAccess: false
     defaultToOAuthAuthentication: true
-    publicNetworkAccess: 'Enabled'
+    publicNetworkAccess: publicNetworkAccess
+    networkAcls: {
+      defaultAction: publicNetworkAccess == 'Enabled' ? 'Allow' : 'Deny'
+      bypass: 'AzureServices'
+    }
   }
 }
 
@@ -77,16 +81,6 @@ resource workQueues 'Microsoft.Storage/storageAccounts/queueServices/queues@2024
     name: queueName
   }
 ]
-
-resource fileService 'Microsoft.Storage/storageAccounts/fileServices@2024-01-01' = if (needsContentShare) {
-  parent: account
-  name: 'default'
-}
-
-resource contentShare 'Microsoft.Storage/storageAccounts/fileServices/shares@2024-01-01' = if (needsContentShare) {
-  parent: fileService
-  name: needsContentShare ? contentShareName : 'unused'
-}
 
 output name string = account.name
 output id string = account.id

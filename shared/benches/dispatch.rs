@@ -72,11 +72,13 @@ fn rig() -> Rig {
                     tier: Tier::Premium,
                     deployment: "gpt-4o".parse().unwrap(),
                     tpm: TPM,
+                    rpm: TPM * 6 / 1_000,
                 },
                 DeploymentBudget {
                     tier: Tier::Standard,
                     deployment: "gpt-4o-mini".parse().unwrap(),
                     tpm: TPM,
+                    rpm: TPM * 6 / 1_000,
                 },
             ],
         )

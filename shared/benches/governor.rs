@@ -59,6 +59,7 @@ fn governor(ledger: Arc<dyn Ledger>, name: &str) -> Governor {
             tier: Tier::Premium,
             deployment: deployment(name),
             tpm: TPM,
+            rpm: TPM * 6 / 1_000,
         }],
     )
 }

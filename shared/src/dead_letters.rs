@@ -12,6 +12,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::event::SkipReason;
 use crate::ingest::{EventFate, IngestContext, IngestError, RawEvent, classify_batch_reporting};
 use crate::store::{DeadLetter, StoreError};
 
@@ -34,6 +35,9 @@ pub enum Resubmission {
     DuplicateOrStale,
     /// Rejected again: the entry was replaced by `new_id`, which carries the new reason.
     RejectedAgain { new_id: String, reason: String },
+    /// Not an incident event (another table, a heartbeat, another format): such records
+    /// are skipped now, so the entry was removed.
+    Skipped { reason: SkipReason },
     /// Left in the stream unchanged, for the reason given.
     Kept { reason: String },
 }
@@ -53,6 +57,8 @@ pub struct ResubmitReport {
     pub accepted: u32,
     pub duplicate_or_stale: u32,
     pub rejected_again: u32,
+    #[serde(default)]
+    pub skipped: u32,
     pub kept: u32,
     pub entries: Vec<ResubmittedEntry>,
     /// Requested ids that are not among the entries looked at.
@@ -65,6 +71,7 @@ impl ResubmitReport {
             Resubmission::Accepted => self.accepted += 1,
             Resubmission::DuplicateOrStale => self.duplicate_or_stale += 1,
             Resubmission::RejectedAgain { .. } => self.rejected_again += 1,
+            Resubmission::Skipped { .. } => self.skipped += 1,
             Resubmission::Kept { .. } => self.kept += 1,
         }
         if !matches!(resubmission, Resubmission::Kept { .. }) {
@@ -96,6 +103,7 @@ impl From<IngestError> for ResubmitError {
     fn from(e: IngestError) -> Self {
         match e {
             IngestError::StoreUnavailable(e) => ResubmitError::Unavailable(e),
+            error @ IngestError::Incomplete { .. } => ResubmitError::Unavailable(error.to_string()),
         }
     }
 }
@@ -154,13 +162,7 @@ async fn resubmit_one(
         Some(EventFate::DeadLettered { id: new_id, reason }) => {
             Resubmission::RejectedAgain { new_id, reason }
         }
-        Some(EventFate::Lost { reason }) => {
-            return Ok(Resubmission::Kept {
-                reason: format!(
-                    "rejected again ({reason}), and the new entry could not be written"
-                ),
-            });
-        }
+        Some(EventFate::Skipped { reason }) => Resubmission::Skipped { reason },
         None => {
             return Ok(Resubmission::Kept {
                 reason: "ingest reported nothing for it".to_owned(),

@@ -321,6 +321,134 @@ pub fn parse_event(
     }
 }
 
+/// Why a record of the shared topic is not taken for an incident event. Such records
+/// are skipped and counted by reason, never dead-lettered: the topic carries other
+/// tables, heartbeats and other formats too (docs/ticket-events.md, *Shared topic*).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SkipReason {
+    /// The `table_name` header names another table.
+    OtherTable,
+    /// No `table_name` header, and the value is empty or a JSON object that is no
+    /// ServiceNow record (neither `sys_id` nor `number`): heartbeats, control messages.
+    Heartbeat,
+    /// No `table_name` header, and a record without the evidence of an incident: its
+    /// `number` is not an `INC` number, or it has none of the incident fields.
+    NotAnIncident,
+    /// No `table_name` header, and the value is not a JSON object (not UTF-8, not
+    /// JSON, an array or a scalar: another encoding).
+    OtherFormat,
+}
+
+impl SkipReason {
+    pub const ALL: [SkipReason; 4] = [
+        SkipReason::OtherTable,
+        SkipReason::Heartbeat,
+        SkipReason::NotAnIncident,
+        SkipReason::OtherFormat,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SkipReason::OtherTable => "other_table",
+            SkipReason::Heartbeat => "heartbeat",
+            SkipReason::NotAnIncident => "not_an_incident",
+            SkipReason::OtherFormat => "other_format",
+        }
+    }
+}
+
+impl fmt::Display for SkipReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a record of the shared topic is: an incident event (parsed, or rejected with the
+/// reason its dead letter gives), or something else, skipped. (Boxed: a ticket is large,
+/// a skip is a byte.)
+#[derive(Debug, Clone, PartialEq)]
+pub enum Examined {
+    Incident(Box<Result<Ticket, EventRejection>>),
+    Skipped(SkipReason),
+}
+
+/// The incident fields whose presence, with an `INC` number, marks a record without a
+/// `table_name` header as an incident.
+const INCIDENT_FIELDS: [&str; 6] = [
+    "sys_id",
+    "sys_mod_count",
+    "state",
+    "priority",
+    "impact",
+    "urgency",
+];
+
+/// Decides whether a record is an incident event, on positive evidence only, and parses
+/// it if so. A `table_name` header decides alone: `incident` claims an incident (which
+/// is then parsed and, if invalid, rejected), any other table is skipped. Without the
+/// header the value must be a JSON object whose `number` is an `INC` number (`INC`
+/// followed by a digit, any case) and which has at least one more incident field
+/// (`sys_id`, `sys_mod_count`, `state`, `priority`, `impact` or `urgency`); anything
+/// else is skipped with its reason. Total: no input panics.
+pub fn examine_event(value: &[u8], headers: &CdcHeaders, limits: ParseLimits) -> Examined {
+    match headers.table_name.as_deref().map(str::trim) {
+        Some("incident") => {
+            return Examined::Incident(Box::new(parse_event(value, headers, limits)));
+        }
+        Some(table) if !table.is_empty() => return Examined::Skipped(SkipReason::OtherTable),
+        _ => {}
+    }
+    if value.iter().all(u8::is_ascii_whitespace) {
+        return Examined::Skipped(SkipReason::Heartbeat);
+    }
+    let Ok(text) = std::str::from_utf8(value) else {
+        return Examined::Skipped(SkipReason::OtherFormat);
+    };
+    let fields = match RecordFields::from_json(text) {
+        Ok(Decoded::Record(fields)) => fields,
+        Ok(Decoded::NotAnObject(_)) | Err(_) => return Examined::Skipped(SkipReason::OtherFormat),
+    };
+    if let Some(reason) = not_an_incident(&fields) {
+        return Examined::Skipped(reason);
+    }
+    if value.len() > limits.max_event_bytes {
+        return Examined::Incident(Box::new(Err(EventRejection::TooLarge {
+            size: value.len(),
+            limit: limits.max_event_bytes,
+        })));
+    }
+    Examined::Incident(Box::new(parse_fields(*fields, headers)))
+}
+
+/// Why a record without a `table_name` header is not an incident; `None` when it is one.
+fn not_an_incident(fields: &RecordFields<'_>) -> Option<SkipReason> {
+    let present = |name: &'static str| {
+        fields.get(name).is_some_and(|v| {
+            scalar_of(name, v, Prefer::Value).is_ok_and(|s| s.is_some_and(|s| !s.trim().is_empty()))
+        })
+    };
+    let number = fields
+        .get("number")
+        .and_then(|v| scalar_of("number", v, Prefer::Value).ok().flatten())
+        .map(|n| n.trim().to_owned());
+    let Some(number) = number.filter(|n| !n.is_empty()) else {
+        return Some(if present("sys_id") {
+            SkipReason::NotAnIncident
+        } else {
+            SkipReason::Heartbeat
+        });
+    };
+    let bytes = number.as_bytes();
+    let inc_number =
+        bytes.len() > 3 && bytes[..3].eq_ignore_ascii_case(b"INC") && bytes[3].is_ascii_digit();
+    if inc_number && INCIDENT_FIELDS.iter().any(|f| present(f)) {
+        None
+    } else {
+        Some(SkipReason::NotAnIncident)
+    }
+}
+
 /// Parses an already-decoded incident record.
 pub fn parse_record(
     record: &Map<String, Value>,
@@ -756,6 +884,69 @@ mod tests {
         })
     }
 
+    #[test]
+    fn records_of_the_shared_topic_are_told_apart_on_positive_evidence() {
+        let none = CdcHeaders::default();
+        let examine =
+            |v: &Value| examine_event(v.to_string().as_bytes(), &none, ParseLimits::default());
+        let incident = |examined: Examined| match examined {
+            Examined::Incident(parsed) => Some(*parsed),
+            Examined::Skipped(_) => None,
+        };
+        assert!(matches!(incident(examine(&minimal())), Some(Ok(_))));
+        let mut problem = minimal();
+        problem["number"] = "PRB0000042".into();
+        assert_eq!(
+            examine(&problem),
+            Examined::Skipped(SkipReason::NotAnIncident)
+        );
+        let mut bare = serde_json::json!({"number": "INC0000042"});
+        assert_eq!(examine(&bare), Examined::Skipped(SkipReason::NotAnIncident));
+        bare["state"] = "2".into();
+        assert!(
+            matches!(
+                incident(examine(&bare)),
+                Some(Err(EventRejection::MissingField("sys_id")))
+            ),
+            "an INC record with incident fields is an incident, and an invalid one"
+        );
+        let heartbeat = serde_json::json!({"type": "heartbeat", "ts": 1});
+        assert_eq!(
+            examine(&heartbeat),
+            Examined::Skipped(SkipReason::Heartbeat)
+        );
+        assert_eq!(
+            examine_event(b" \n", &none, ParseLimits::default()),
+            Examined::Skipped(SkipReason::Heartbeat)
+        );
+        for other in [&b"<xml/>"[..], b"[1]", b"\xff\xfe", b"\"text\""] {
+            assert_eq!(
+                examine_event(other, &none, ParseLimits::default()),
+                Examined::Skipped(SkipReason::OtherFormat),
+                "{other:?}"
+            );
+        }
+        let claimed = CdcHeaders {
+            action: None,
+            table_name: Some("incident".into()),
+        };
+        assert!(matches!(
+            incident(examine_event(b"<xml/>", &claimed, ParseLimits::default())),
+            Some(Err(EventRejection::NotJson(_)))
+        ));
+        let too_large = ParseLimits {
+            max_event_bytes: 10,
+        };
+        assert!(matches!(
+            incident(examine_event(
+                minimal().to_string().as_bytes(),
+                &none,
+                too_large
+            )),
+            Some(Err(EventRejection::TooLarge { .. }))
+        ));
+    }
+
     fn parse(v: &Value) -> Result<Ticket, EventRejection> {
         parse_event(
             v.to_string().as_bytes(),
@@ -980,6 +1171,51 @@ mod tests {
                         Value::String(_) => "string",
                         _ => "array",
                     }))),
+                }
+            }
+        }
+
+        #[test]
+        fn examining_anything_never_panics_and_the_table_header_alone_decides(
+            bytes in prop::collection::vec(any::<u8>(), 0..512),
+            table in prop::option::of(prop_oneof![
+                Just("incident".to_owned()), Just(" incident ".to_owned()), Just(" ".to_owned()),
+                Just("problem".to_owned()), ".{0,12}",
+            ]),
+        ) {
+            let headers = CdcHeaders { action: None, table_name: table.clone() };
+            let examined = examine_event(&bytes, &headers, ParseLimits::default());
+            match table.as_deref().map(str::trim) {
+                Some("incident") => prop_assert_eq!(
+                    examined,
+                    Examined::Incident(Box::new(parse_event(&bytes, &headers, ParseLimits::default())))
+                ),
+                Some(other) if !other.is_empty() => {
+                    prop_assert_eq!(examined, Examined::Skipped(SkipReason::OtherTable))
+                }
+                _ => {}
+            }
+        }
+
+        #[test]
+        fn without_a_header_only_an_inc_numbered_record_with_incident_fields_is_an_incident(
+            v in arb_json(),
+            number in prop_oneof![Just("INC0012345".to_owned()), Just("inc42".to_owned()),
+                                  Just("PRB0001".to_owned()), Just("INC".to_owned()), ".{0,10}"],
+            field in prop::sample::select(vec!["sys_id", "state", "priority", "short_description"]),
+        ) {
+            for record in [v.clone(), serde_json::json!({"number": number, field: "2"})] {
+                let text = record.to_string();
+                let examined = examine_event(text.as_bytes(), &CdcHeaders::default(), ParseLimits::default());
+                let number = record.get("number").and_then(Value::as_str).unwrap_or("");
+                let evidence = number.len() > 3
+                    && number.as_bytes()[..3].eq_ignore_ascii_case(b"INC")
+                    && number.as_bytes()[3].is_ascii_digit();
+                if let Examined::Incident(parsed) = examined {
+                    prop_assert!(evidence, "{record} taken for an incident");
+                    prop_assert_eq!(*parsed, parse(&record));
+                } else if record.is_object() && evidence && field != "short_description" && record.get(field).is_some() {
+                    prop_assert!(false, "{record} was skipped");
                 }
             }
         }

@@ -1,13 +1,18 @@
 //! Ingest: a Kafka batch of ticket events to stored snapshots, instant summaries and queued jobs.
 //!
-//! Each event is handled on its own: parsed ([`crate::event`]), its log bounded, classified,
-//! summarized extractively (zero tokens), and turned into an [`IngestRecord`] whose jobs carry
-//! severity, tier, token estimate, deadline (from the one [`DeadlinePolicy`], which the
-//! dispatcher then spills by) and coalescing key. Malformed events are dead-lettered with
-//! the reason, the raw value and their Kafka coordinates. The batch fails only when nothing
-//! could be stored, because the Kafka extension commits offsets even for a
-//! failed invocation (docs/ticket-events.md): failing the batch for one bad event would lose
-//! the good ones.
+//! Each record is handled on its own. The topic is shared, so a record is first examined
+//! ([`crate::event::examine_event`]): one that is not an incident event (another table, a
+//! heartbeat, another format) is skipped and counted by reason. An incident event is
+//! parsed, its log bounded, classified, summarized extractively (zero tokens), and turned
+//! into an [`IngestRecord`] whose jobs carry severity, tier, token estimate, deadline (from
+//! the one [`DeadlinePolicy`], which the dispatcher then spills by) and coalescing key. An
+//! invalid incident event is dead-lettered with the reason, the raw value and its Kafka
+//! coordinates.
+//!
+//! A batch succeeds only when every event of it is stored, recognised as stored already,
+//! dead-lettered or skipped. Otherwise it fails ([`IngestError`]) and the invocation with
+//! it, so that the host delivers the batch again (docs/ticket-events.md): what was stored
+//! is recognised then (ingest is idempotent on `sys_id` + `sys_mod_count`).
 
 use std::time::Duration;
 
@@ -17,7 +22,7 @@ use crate::classifier::Classifier;
 use crate::classifier::features::{AlarmCounts, FeatureInput};
 use crate::clock::{Clock, EpochMillis};
 use crate::deadline_policy::DeadlinePolicy;
-use crate::event::{CdcHeaders, ParseLimits, Ticket, parse_event};
+use crate::event::{CdcHeaders, Examined, ParseLimits, SkipReason, Ticket, examine_event};
 use crate::extractive;
 use crate::job::{Job, JobId, SummaryKind, Tier};
 use crate::log_bounding::{BoundingLimits, bound_lines};
@@ -91,21 +96,61 @@ pub struct IngestContext<'a> {
     pub policy: &'a IngestPolicy,
 }
 
-/// Counts for the invocation's ReturnValue.
+/// Counts for the invocation's ReturnValue. Every record of a successful batch is in
+/// exactly one of them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BatchOutcome {
     pub accepted: u32,
     pub duplicate_or_stale: u32,
     pub dead_lettered: u32,
-    /// Rejected events whose dead letter could not be written either (logged with coordinates).
-    pub lost: u32,
+    /// Records of the shared topic that are not incident events, by reason: skipped,
+    /// not dead-lettered.
+    #[serde(default)]
+    pub skipped: SkippedRecords,
 }
 
+/// Records skipped as not incident events, by [`SkipReason`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SkippedRecords {
+    pub other_table: u32,
+    pub heartbeat: u32,
+    pub not_an_incident: u32,
+    pub other_format: u32,
+}
+
+impl SkippedRecords {
+    pub fn count(&mut self, reason: SkipReason) {
+        let slot = match reason {
+            SkipReason::OtherTable => &mut self.other_table,
+            SkipReason::Heartbeat => &mut self.heartbeat,
+            SkipReason::NotAnIncident => &mut self.not_an_incident,
+            SkipReason::OtherFormat => &mut self.other_format,
+        };
+        *slot += 1;
+    }
+
+    pub fn total(&self) -> u32 {
+        self.other_table + self.heartbeat + self.not_an_incident + self.other_format
+    }
+}
+
+/// A batch that must be delivered again: the invocation fails.
 #[derive(Debug, thiserror::Error)]
 pub enum IngestError {
-    /// Nothing of the batch could be stored; the invocation must fail.
+    /// Nothing of the batch could be stored.
     #[error("store unavailable, nothing of the batch was stored: {0}")]
     StoreUnavailable(String),
+    /// Some events were stored, others are neither stored nor dead-lettered (the store
+    /// refused them for want of memory or availability, or their dead letter could not
+    /// be written). Delivered again, the stored ones are recognised.
+    #[error(
+        "{unsettled} events of the batch are neither stored nor dead-lettered ({stored} were): {error}"
+    )]
+    Incomplete {
+        unsettled: u32,
+        stored: u32,
+        error: String,
+    },
 }
 
 /// The prompt tokens a job will be charged: the limiter's arrival estimate
@@ -114,7 +159,8 @@ pub enum IngestError {
 /// ([`prompts::single_ticket_prompt_chars`], held equal to the built request by a test).
 pub fn prompt_token_estimate(text: &prompts::TicketText, kind: SummaryKind) -> Tokens {
     let chars = prompts::single_ticket_prompt_chars(prompts::current(kind), text);
-    metering::text_charge_of_chars(chars)
+    // A system and a user message: the framing the governor charges for them.
+    metering::text_charge_of_chars(chars) + metering::framing_charge(2)
 }
 
 /// What became of one event of a batch.
@@ -128,9 +174,9 @@ pub enum EventFate {
         id: String,
         reason: String,
     },
-    /// Rejected, and its dead letter could not be written either (logged with coordinates).
-    Lost {
-        reason: String,
+    /// Not an incident event (the topic is shared): skipped.
+    Skipped {
+        reason: SkipReason,
     },
 }
 
@@ -152,7 +198,7 @@ pub fn tier_for(kind: SummaryKind, routing: Severity, premium_up_to: Severity) -
     }
 }
 
-/// Handles a batch; fails only when the store is unavailable for everything.
+/// Handles a batch; fails unless every event is stored, dead-lettered or skipped.
 pub async fn classify_batch(
     events: &[RawEvent],
     ctx: &IngestContext<'_>,
@@ -189,6 +235,8 @@ pub struct BatchIngest<'a> {
     record_events: Vec<usize>,
     /// Events rejected before the store saw them, with their dead letters.
     rejected: Vec<(usize, DeadLetter)>,
+    /// Records that are not incident events.
+    skipped: Vec<(usize, SkipReason)>,
 }
 
 impl<'a> BatchIngest<'a> {
@@ -200,15 +248,24 @@ impl<'a> BatchIngest<'a> {
             records: Vec::new(),
             record_events: Vec::new(),
             rejected: Vec::new(),
+            skipped: Vec::new(),
         }
     }
 
-    /// Parses, bounds, classifies and summarizes one event, or sets its dead letter aside.
+    /// Parses, bounds, classifies and summarizes one event, sets its dead letter aside,
+    /// or skips it (not an incident event).
     pub fn add(&mut self, event: &RawEvent) {
         let index = self.added;
         self.added += 1;
         let ctx = &self.ctx;
-        let prepared = parse_event(&event.value, &event.headers, ctx.policy.parse_limits)
+        let parsed = match examine_event(&event.value, &event.headers, ctx.policy.parse_limits) {
+            Examined::Incident(parsed) => *parsed,
+            Examined::Skipped(reason) => {
+                self.skipped.push((index, reason));
+                return;
+            }
+        };
+        let prepared = parsed
             .map_err(|rejection| rejection.to_string())
             .and_then(|ticket| prepare(ticket, ctx, self.now));
         match prepared {
@@ -223,12 +280,14 @@ impl<'a> BatchIngest<'a> {
         }
     }
 
-    /// Stores the records and the dead letters; fails only when nothing could be stored.
+    /// Stores the records and the dead letters; fails unless every event is stored,
+    /// recognised as stored, dead-lettered or skipped.
     ///
-    /// A record the store refuses is dead-lettered like a malformed event; the records it
-    /// took count as accepted (or duplicate) whatever became of the others. Its dead letter
-    /// needs the raw event again, which was not kept: `raw_again` gives back event
-    /// `index` (as numbered by [`BatchIngest::add`]).
+    /// A record the store refuses for its data (a script error, a foreign value at its
+    /// key) is dead-lettered like a malformed event. One it refuses for want of memory or
+    /// availability fails the batch: it is to be delivered again, not dead-lettered. A
+    /// dead letter needs the raw event again, which was not kept: `raw_again` gives back
+    /// event `index` (as numbered by [`BatchIngest::add`]).
     pub async fn finish(
         self,
         raw_again: impl Fn(usize) -> Option<RawEvent> + Send,
@@ -240,10 +299,14 @@ impl<'a> BatchIngest<'a> {
             records,
             record_events,
             mut rejected,
+            skipped,
         } = self;
         let mut fates: Vec<Option<EventFate>> = vec![None; added];
         let mut outcome = BatchOutcome::default();
-        let mut stored_any = false;
+        for (index, reason) in skipped {
+            outcome.skipped.count(reason);
+            settle(&mut fates, index, EventFate::Skipped { reason });
+        }
         if !records.is_empty() {
             let results = match ctx.store.ingest_each(&records).await {
                 Ok(results) => results,
@@ -255,6 +318,7 @@ impl<'a> BatchIngest<'a> {
             };
             drop(records);
             let mut refused = Vec::new();
+            let mut unavailable = Vec::new();
             for (&index, result) in record_events.iter().zip(results) {
                 let fate = match result {
                     Ok(IngestOutcome::Accepted) => {
@@ -265,44 +329,50 @@ impl<'a> BatchIngest<'a> {
                         outcome.duplicate_or_stale += 1;
                         EventFate::DuplicateOrStale
                     }
+                    Err(e @ StoreError::Unavailable(_)) => {
+                        unavailable.push(e);
+                        continue;
+                    }
                     Err(e) => {
                         refused.push((index, e));
                         continue;
                     }
                 };
-                stored_any = true;
                 settle(&mut fates, index, fate);
             }
-            let all_unavailable = refused
-                .iter()
-                .all(|(_, e)| matches!(e, StoreError::Unavailable(_)));
-            if !stored_any && all_unavailable {
-                if let Some((_, e)) = refused.into_iter().next() {
-                    return Err(IngestError::StoreUnavailable(e.to_string()));
-                }
-            } else {
-                for (index, e) in refused {
-                    let reason = format!("store refused the record: {e}");
-                    match raw_again(index) {
-                        Some(event) => {
-                            rejected.push((index, dead_letter_of(&event, reason, ctx.policy, now)))
-                        }
-                        None => {
-                            outcome.lost += 1;
-                            tracing::error!(%reason, "refused record could not be dead-lettered: its event is gone");
-                            settle(&mut fates, index, EventFate::Lost { reason });
-                        }
+            if let Some(first) = unavailable.first() {
+                let stored = outcome.accepted + outcome.duplicate_or_stale;
+                let unsettled = count(unavailable.len() + refused.len() + rejected.len());
+                return Err(if stored == 0 {
+                    IngestError::StoreUnavailable(first.to_string())
+                } else {
+                    IngestError::Incomplete {
+                        unsettled,
+                        stored,
+                        error: first.to_string(),
                     }
-                }
-                // Dead letters in the order the events came.
-                rejected.sort_by_key(|(index, _)| *index);
+                });
             }
+            for (index, e) in refused {
+                let reason = format!("store refused the record: {e}");
+                let Some(event) = raw_again(index) else {
+                    return Err(IngestError::Incomplete {
+                        unsettled: 1,
+                        stored: outcome.accepted + outcome.duplicate_or_stale,
+                        error: format!("{reason}; its event could not be read again"),
+                    });
+                };
+                rejected.push((index, dead_letter_of(&event, reason, ctx.policy, now)));
+            }
+            // Dead letters in the order the events came.
+            rejected.sort_by_key(|(index, _)| *index);
         }
 
+        let mut left = rejected.len();
         for (index, entry) in rejected {
             match ctx.store.dead_letter(&entry).await {
                 Ok(id) => {
-                    stored_any = true;
+                    left -= 1;
                     outcome.dead_lettered += 1;
                     tracing::warn!(topic = ?entry.topic, partition = ?entry.partition, offset = ?entry.offset, reason = %entry.reason, "event dead-lettered");
                     settle(
@@ -315,32 +385,29 @@ impl<'a> BatchIngest<'a> {
                     );
                 }
                 Err(e) => {
-                    outcome.lost += 1;
-                    tracing::error!(topic = ?entry.topic, partition = ?entry.partition, offset = ?entry.offset, reason = %entry.reason, error = %e, "event could not be dead-lettered");
-                    if matches!(e, StoreError::Unavailable(_)) && !stored_any {
-                        return Err(IngestError::StoreUnavailable(e.to_string()));
-                    }
-                    settle(
-                        &mut fates,
-                        index,
-                        EventFate::Lost {
-                            reason: entry.reason,
-                        },
-                    );
+                    tracing::error!(topic = ?entry.topic, partition = ?entry.partition, offset = ?entry.offset, reason = %entry.reason, error = %e, "event could not be dead-lettered: the batch fails");
+                    let stored =
+                        outcome.accepted + outcome.duplicate_or_stale + outcome.dead_lettered;
+                    return Err(if stored == 0 && matches!(e, StoreError::Unavailable(_)) {
+                        IngestError::StoreUnavailable(e.to_string())
+                    } else {
+                        IngestError::Incomplete {
+                            unsettled: count(left),
+                            stored,
+                            error: e.to_string(),
+                        }
+                    });
                 }
             }
         }
         // Every event was settled above, each exactly once.
-        let fates = fates
-            .into_iter()
-            .map(|fate| {
-                fate.unwrap_or(EventFate::Lost {
-                    reason: "not handled".to_owned(),
-                })
-            })
-            .collect();
+        let fates = fates.into_iter().flatten().collect();
         Ok(BatchReport { outcome, fates })
     }
+}
+
+fn count(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
 }
 
 fn settle(fates: &mut [Option<EventFate>], index: usize, fate: EventFate) {

@@ -1,21 +1,34 @@
 //! Azure OpenAI metering: the model of the *service's* limiter that the simulator
-//! enforces and the governor charges by.
+//! enforces, and the charge the governor admits every call at.
 //!
-//! The governor reserves and settles every call at [`request_arrival_charge`], because
-//! that is what the limiter counts against the deployment's TPM, not the tokens the call
-//! is billed for. Where the real limiter's estimate differs from this model, the
-//! deployment's `x-ratelimit-remaining-tokens` answers show it and the governor holds
-//! the difference back (`Governor::observe_remaining`), with headroom on top.
+//! What Azure documents (Microsoft Learn, "Manage Azure OpenAI quota", *Understanding rate
+//! limits*): a request is charged at arrival "an estimated max processed-token count" from
+//! "Prompt text and count", `max_tokens` and `best_of`, added to "a running token count ...
+//! reset each minute"; the estimate is "based in part on the character count"; requests are
+//! evaluated "over a small period of time, typically 1 or 10 seconds". That leaves room for
+//! readings, and the simulator has two ([`MeterReading`]):
 //!
-//! - Each deployment has its own limiter: `tpm` tokens per minute and
-//!   [`requests_per_minute`] = 6 per 1,000 TPM.
-//! - A request is charged *at arrival* an estimate: prompt characters divided by
-//!   [`PROMPT_CHARS_PER_TOKEN`], plus `max_tokens`. The charge is never refunded when
-//!   the real `usage` turns out smaller, which is why callers must always set
-//!   `max_tokens` and keep it tight.
-//! - Tokens are counted over a sliding 60 s window. Requests are evaluated over a short
-//!   window (1 s or 10 s), with that window's share of the RPM, so a burst of a whole
-//!   minute's requests is rejected even though the minute is not spent.
+//! - **lenient**, this model's first reading: prompt characters / 4 ([`CHARS_PER_TOKEN`]) +
+//!   `max_tokens` over a sliding 60 s, requests over one short window (1 s or 10 s);
+//! - **strict**, the stricter of every reading we know: the larger of characters / 4 and the
+//!   model's tokenizer count (message framing included), + `max_tokens`, over a sliding 60 s
+//!   (which bounds every fixed minute too), requests over the 1 s *and* the 10 s window *and*
+//!   the sliding minute.
+//!
+//! The governor charges every call [`request_arrival_charge`]: `max_tokens` plus a prompt
+//! charge of [`ADMISSION_TOKENS_PER_CHAR`] per character, which is at least what either
+//! reading counts for the prompts stormgate sends (measured on the storm's prompts with the
+//! exact tokenizers: `tests/strict_metering.rs`, and by the simulator in strict mode, which
+//! counts every request the governor undercharged). Where the real limiter counts more still,
+//! the deployment's `x-ratelimit-remaining-tokens` answers show it and the governor holds the
+//! difference back (`Governor::observe_remaining`), with headroom on top.
+//!
+//! - Each deployment has its own limiter: `tpm` tokens per minute and `rpm` requests per
+//!   minute; the ratio depends on the model ([`crate::model_quota`]).
+//! - The charge is never refunded when the real `usage` turns out smaller, which is why
+//!   callers must always set `max_tokens` and keep it tight.
+//! - A request is evaluated over short windows, with that window's share of the RPM, so a
+//!   burst of a whole minute's requests is rejected even though the minute is not spent.
 //! - A rejected request is not charged. The 429 says how long to stay away in every
 //!   form Azure has been seen to use: `retry-after`, `retry-after-ms`,
 //!   `x-ratelimit-reset-tokens` / `-requests`, and the seconds in the message text.
@@ -31,55 +44,123 @@ use crate::clock::EpochMillis;
 use crate::llm::{ChatMessage, ChatRequest};
 use crate::tokens::Tokens;
 
-/// Characters per token in Azure's arrival estimate of a prompt.
-///
-/// Azure estimates the prompt "partly from character count". Four characters per
-/// token is OpenAI's published rule of thumb for English text; the meter uses it as
-/// the arrival charge. Network logs (IPs, interface names, hex) tokenize worse than
-/// prose, so the real `usage` of a log-heavy prompt can be *higher* than this
-/// estimate: the estimate is what the limiter charges, the usage is what is billed.
-pub const PROMPT_CHARS_PER_TOKEN: u64 = 4;
+/// Characters per token in the lenient reading of Azure's arrival estimate: OpenAI's rule of
+/// thumb for English text. Network logs (IPs, interface names, hex) tokenize worse than
+/// prose, so a tokenizer counts log-heavy prompts *higher* than this.
+pub const CHARS_PER_TOKEN: u64 = 4;
 
-/// Requests per minute per 1,000 tokens per minute, as Azure assigns them.
-pub const RPM_PER_1000_TPM: u64 = 6;
+/// Prompt tokens the governor charges per prompt character, as `(numerator, denominator)`:
+/// 3/8 = 0.375, 1.5 × characters / 4, with the framing charged apart ([`framing_charge`]). On
+/// the seed storm's prompts the o200k tokenizer counted a prompt's text at most 1.43 ×
+/// characters / 4 (the standard deployment's prompts; 1.40 × the premium deployment's):
+/// `stormgate replay --strict` prints the figure, and `tests/strict_metering.rs` fails when any
+/// prompt of a storm replay is charged more by the strict reading than by the governor.
+pub const ADMISSION_TOKENS_PER_CHAR: (u64, u64) = (3, 8);
+
+/// Prompt tokens the governor adds for the framing a tokenizer counts around `messages`
+/// messages: each message's start, role and separator, and the reply priming (4 per message
+/// + 3, as [`crate::token_estimate::chat_exact`] counts them).
+pub fn framing_charge(messages: usize) -> Tokens {
+    Tokens(
+        messages as u64
+            * (crate::token_estimate::TOKENS_PER_MESSAGE + crate::token_estimate::ROLE_TOKENS)
+            + crate::token_estimate::REPLY_PRIMING_TOKENS,
+    )
+}
 
 /// The window the per-minute token counter looks back over.
 pub const TOKEN_WINDOW: Duration = Duration::from_secs(60);
 
-/// Azure's requests-per-minute for a deployment with `tpm` tokens per minute.
-pub fn requests_per_minute(tpm: u64) -> u64 {
-    tpm.saturating_mul(RPM_PER_1000_TPM) / 1000
-}
-
-/// The arrival estimate for a prompt of `prompt_chars` characters and a completion
-/// capped at `max_tokens`.
+/// The lenient reading's arrival estimate for a prompt of `prompt_chars` characters and a
+/// completion capped at `max_tokens`.
 pub fn arrival_charge(prompt_chars: u64, max_tokens: u32) -> Tokens {
-    Tokens(prompt_chars.div_ceil(PROMPT_CHARS_PER_TOKEN) + u64::from(max_tokens))
+    Tokens(prompt_chars.div_ceil(CHARS_PER_TOKEN) + u64::from(max_tokens))
 }
 
-/// The prompt part of the arrival estimate for `messages` (every message's content).
+/// The governor's prompt charge for `messages` (every message's content).
 pub fn prompt_charge(messages: &[ChatMessage]) -> Tokens {
     let prompt_chars: u64 = messages
         .iter()
         .map(|m| m.content.chars().count() as u64)
         .sum();
-    text_charge_of_chars(prompt_chars)
+    text_charge_of_chars(prompt_chars) + framing_charge(messages.len())
 }
 
-/// The prompt part of the arrival estimate for a piece of text added to a prompt.
+/// The governor's prompt charge for a piece of text added to a prompt.
 pub fn text_charge(text: &str) -> Tokens {
     text_charge_of_chars(text.chars().count() as u64)
 }
 
-/// The prompt part of the arrival estimate for `chars` characters of prompt.
+/// The governor's prompt charge for `chars` characters of prompt (framing not included).
 pub fn text_charge_of_chars(chars: u64) -> Tokens {
-    Tokens(chars.div_ceil(PROMPT_CHARS_PER_TOKEN))
+    let (numerator, denominator) = ADMISSION_TOKENS_PER_CHAR;
+    Tokens(chars.saturating_mul(numerator).div_ceil(denominator))
 }
 
-/// What the limiter charges `request` at arrival: its [`prompt_charge`] plus its
-/// `max_tokens`. The governor charges calls exactly this, before and after them.
+/// What the governor charges `request` at admission and settles it at: its
+/// [`prompt_charge`] plus its `max_tokens`. No reading of the limiter counts more for the
+/// prompts stormgate sends (see the module docs).
 pub fn request_arrival_charge(request: &ChatRequest) -> Tokens {
     prompt_charge(&request.messages) + Tokens(u64::from(request.max_tokens))
+}
+
+/// How the simulated limiter reads Azure's documentation (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum MeterReading {
+    /// Characters / 4 + `max_tokens`; requests over one short window.
+    #[default]
+    Lenient,
+    /// The larger of characters / 4 and the tokenizer's count, + `max_tokens`; requests over
+    /// 1 s, 10 s and the sliding minute.
+    Strict,
+}
+
+impl MeterReading {
+    /// What this reading charges `request` at arrival on a deployment of `model`.
+    pub fn arrival_charge(self, request: &ChatRequest, model: &str) -> Tokens {
+        self.prompt_reading(request, model)
+            .charge(request.max_tokens)
+    }
+
+    /// How this reading counts `request`'s prompt on a deployment of `model`.
+    pub fn prompt_reading(self, request: &ChatRequest, model: &str) -> PromptReading {
+        let chars: u64 = request
+            .messages
+            .iter()
+            .map(|m| m.content.chars().count() as u64)
+            .sum();
+        let by_chars = Tokens(chars.div_ceil(CHARS_PER_TOKEN));
+        let tokenized = match self {
+            MeterReading::Lenient => None,
+            // The tokenizer is built into the binary; failing to build it is a broken build,
+            // in which case the character reading is all there is.
+            MeterReading::Strict => crate::token_estimate::chat_exact(
+                crate::token_estimate::Encoding::for_model(model),
+                &request.messages,
+            )
+            .ok(),
+        };
+        PromptReading {
+            by_chars,
+            tokenized,
+        }
+    }
+}
+
+/// A prompt as a reading counts it: characters / 4, and the tokenizer's count (framing
+/// included) when the reading uses one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PromptReading {
+    pub by_chars: Tokens,
+    pub tokenized: Option<Tokens>,
+}
+
+impl PromptReading {
+    /// The larger count, plus `max_tokens`.
+    pub fn charge(self, max_tokens: u32) -> Tokens {
+        self.by_chars.max(self.tokenized.unwrap_or(Tokens::ZERO)) + Tokens(u64::from(max_tokens))
+    }
 }
 
 /// How long the short request window is. Azure evaluates rates "over 1 s or 10 s".
@@ -114,20 +195,49 @@ impl RequestWindow {
 pub struct Quota {
     /// Tokens per minute (Bicep capacity × 1,000).
     pub tpm: u64,
+    /// Requests per minute (the model's ratio to the TPM, [`crate::model_quota`]).
+    pub rpm: u64,
     #[serde(default)]
     pub request_window: RequestWindow,
+    #[serde(default)]
+    pub reading: MeterReading,
 }
 
 impl Quota {
-    pub fn new(tpm: u64) -> Self {
+    /// A lenient quota with the default short request window.
+    pub fn new(tpm: u64, rpm: u64) -> Self {
         Quota {
             tpm,
+            rpm,
             request_window: RequestWindow::default(),
+            reading: MeterReading::default(),
         }
     }
 
     pub fn rpm(&self) -> u64 {
-        requests_per_minute(self.tpm)
+        self.rpm
+    }
+
+    /// The request windows this quota is evaluated over, each with its limit: the configured
+    /// short window; under the strict reading the 1 s and 10 s windows and the minute.
+    fn request_windows(&self) -> Vec<(Duration, u64)> {
+        match self.reading {
+            MeterReading::Lenient => vec![(
+                self.request_window.duration(),
+                self.request_window.limit(self.rpm),
+            )],
+            MeterReading::Strict => vec![
+                (
+                    RequestWindow::OneSecond.duration(),
+                    RequestWindow::OneSecond.limit(self.rpm),
+                ),
+                (
+                    RequestWindow::TenSeconds.duration(),
+                    RequestWindow::TenSeconds.limit(self.rpm),
+                ),
+                (TOKEN_WINDOW, self.rpm.max(1)),
+            ],
+        }
     }
 }
 
@@ -333,10 +443,18 @@ impl DeploymentMeter {
         last.plus(TOKEN_WINDOW).since(now)
     }
 
-    /// How long until the short request window has room for one more request.
+    /// How long until every request window has room for one more request.
     fn request_wait(&self, now: EpochMillis) -> Duration {
-        let window = self.quota.request_window.duration();
-        let limit = self.quota.request_window.limit(self.quota.rpm());
+        self.quota
+            .request_windows()
+            .into_iter()
+            .map(|(window, limit)| self.window_wait(now, window, limit))
+            .max()
+            .unwrap_or(Duration::ZERO)
+    }
+
+    /// How long until `window` holds fewer than `limit` requests.
+    fn window_wait(&self, now: EpochMillis, window: Duration, limit: u64) -> Duration {
         let in_window: Vec<EpochMillis> = self
             .requests
             .iter()
@@ -366,9 +484,7 @@ mod tests {
     }
 
     #[test]
-    fn rpm_is_six_per_thousand_tpm() {
-        assert_eq!(requests_per_minute(1_000), 6);
-        assert_eq!(requests_per_minute(150_000), 900);
+    fn short_windows_get_their_share_of_the_rpm() {
         assert_eq!(RequestWindow::TenSeconds.limit(900), 150);
         assert_eq!(RequestWindow::OneSecond.limit(900), 15);
         assert_eq!(RequestWindow::OneSecond.limit(6), 1);
@@ -376,7 +492,7 @@ mod tests {
 
     #[test]
     fn the_meter_remembers_the_most_its_window_ever_held() {
-        let mut meter = DeploymentMeter::new(Quota::new(10_000));
+        let mut meter = DeploymentMeter::new(Quota::new(10_000, 60));
         meter.try_charge(at(0), Tokens(3_000));
         meter.try_charge(at(30_000), Tokens(4_000));
         // The first charge leaves the window at 60 s: 4,000 held, 7,000 at the peak.
@@ -402,9 +518,15 @@ mod tests {
             max_tokens: 50,
             temperature: 0.0,
         };
-        // Nine characters (not bytes) in all: ⌈9/4⌉ = 3.
-        assert_eq!(prompt_charge(&request.messages), Tokens(3));
-        assert_eq!(request_arrival_charge(&request), Tokens(53));
+        // Nine characters (not bytes) in all: ⌈9 × 3/8⌉ = 4, and 11 of framing for two
+        // messages; the lenient reading charges ⌈9/4⌉ = 3 and no framing.
+        assert_eq!(prompt_charge(&request.messages), Tokens(15));
+        assert_eq!(request_arrival_charge(&request), Tokens(65));
+        assert_eq!(
+            MeterReading::Lenient.arrival_charge(&request, "gpt-4o"),
+            Tokens(53)
+        );
+        assert!(MeterReading::Strict.arrival_charge(&request, "gpt-4o") >= Tokens(53));
         assert_eq!(text_charge("abcde"), Tokens(2));
     }
 
@@ -417,7 +539,7 @@ mod tests {
 
     #[test]
     fn token_limit_throttles_with_wait_until_the_oldest_charge_leaves() {
-        let mut meter = DeploymentMeter::new(Quota::new(10_000));
+        let mut meter = DeploymentMeter::new(Quota::new(10_000, 60));
         assert!(matches!(
             meter.try_charge(at(0), Tokens(6_000)),
             Decision::Admitted(_)
@@ -445,7 +567,7 @@ mod tests {
     #[test]
     fn a_burst_of_a_minutes_requests_is_rejected_by_the_short_window() {
         // 10,000 TPM = 60 RPM = 10 requests per 10 s.
-        let mut meter = DeploymentMeter::new(Quota::new(10_000));
+        let mut meter = DeploymentMeter::new(Quota::new(10_000, 60));
         for i in 0..10 {
             assert!(matches!(
                 meter.try_charge(at(i * 100), Tokens(10)),
@@ -467,7 +589,7 @@ mod tests {
 
     #[test]
     fn rejected_requests_are_not_charged() {
-        let mut meter = DeploymentMeter::new(Quota::new(1_000));
+        let mut meter = DeploymentMeter::new(Quota::new(1_000, 6));
         assert!(matches!(
             meter.try_charge(at(0), Tokens(900)),
             Decision::Admitted(_)
@@ -483,7 +605,7 @@ mod tests {
 
     #[test]
     fn a_request_larger_than_the_tpm_is_admitted_into_an_empty_window() {
-        let mut meter = DeploymentMeter::new(Quota::new(1_000));
+        let mut meter = DeploymentMeter::new(Quota::new(1_000, 6));
         assert!(matches!(
             meter.try_charge(at(0), Tokens(5_000)),
             Decision::Admitted(_)
@@ -512,7 +634,7 @@ mod tests {
             one_second in any::<bool>(),
         ) {
             let window = if one_second { RequestWindow::OneSecond } else { RequestWindow::TenSeconds };
-            let quota = Quota { tpm, request_window: window };
+            let quota = Quota { request_window: window, ..Quota::new(tpm, tpm * 6 / 1_000) };
             let mut meter = DeploymentMeter::new(quota);
             let mut now = 0u64;
             let mut admitted: Vec<(u64, u64)> = Vec::new();
@@ -542,7 +664,7 @@ mod tests {
             arrivals in prop::collection::vec((0u64..2_000, 1u64..5_000), 1..200),
             probe in 1u64..5_000,
         ) {
-            let mut meter = DeploymentMeter::new(Quota::new(tpm));
+            let mut meter = DeploymentMeter::new(Quota::new(tpm, tpm * 6 / 1_000));
             let mut now = 0u64;
             for (gap, charge) in arrivals {
                 now += gap;
@@ -554,5 +676,56 @@ mod tests {
                 prop_assert!(matches!(meter.try_charge(later, Tokens(probe)), Decision::Admitted(_)));
             }
         }
+    }
+
+    #[test]
+    fn strict_reading_evaluates_requests_over_one_second_ten_seconds_and_the_minute() {
+        // 60 RPM: at most 1 a second, 10 per 10 s, 60 a minute.
+        let quota = Quota {
+            reading: MeterReading::Strict,
+            ..Quota::new(1_000_000, 60)
+        };
+        let mut meter = DeploymentMeter::new(quota);
+        assert!(matches!(
+            meter.try_charge(at(0), Tokens(10)),
+            Decision::Admitted(_)
+        ));
+        let Decision::Throttled(t) = meter.try_charge(at(500), Tokens(10)) else {
+            panic!("a second request in the same second");
+        };
+        assert_eq!(t.reset_requests, Duration::from_millis(500));
+        for second in 1..10 {
+            assert!(matches!(
+                meter.try_charge(at(second * 1_000), Tokens(10)),
+                Decision::Admitted(_)
+            ));
+        }
+        // Ten in the last 10 s: the eleventh waits for the first to leave.
+        assert!(matches!(
+            meter.try_charge(at(9_999), Tokens(10)),
+            Decision::Throttled(_)
+        ));
+        assert!(matches!(
+            meter.try_charge(at(10_000), Tokens(10)),
+            Decision::Admitted(_)
+        ));
+    }
+
+    #[test]
+    fn strict_reading_charges_the_tokenizer_count_when_it_exceeds_characters_over_four() {
+        // Hex and digits tokenize worse than four characters a token.
+        let log = "0x7f3a9c2e 10.24.113.7 ge-0/0/12.3 f4:3a:9c:2e:11:07 ".repeat(40);
+        let request = ChatRequest {
+            deployment: "premium".into(),
+            messages: vec![crate::llm::ChatMessage {
+                role: crate::llm::Role::User,
+                content: log,
+            }],
+            max_tokens: 100,
+            temperature: 0.0,
+        };
+        let lenient = MeterReading::Lenient.arrival_charge(&request, "gpt-4o");
+        let strict = MeterReading::Strict.arrival_charge(&request, "gpt-4o");
+        assert!(strict > lenient, "{strict:?} <= {lenient:?}");
     }
 }

@@ -46,6 +46,22 @@ pub struct RetryPolicy {
     pub down_threshold: Duration,
     /// How often a retry may be told by the governor to wait before it is abandoned.
     pub max_admission_waits: u32,
+    /// How often the first call of an admitted job may be told to wait for its send slot (the
+    /// 1 s window of sends) before it is abandoned; the job's deadline bounds the waits too.
+    #[serde(default = "default_max_send_waits")]
+    pub max_send_waits: u32,
+    /// The random spread added to a wait for a send slot: slots free one at a time, so the
+    /// waiters need only be told apart, not spread over seconds as after a 429.
+    #[serde(default = "default_send_spread")]
+    pub send_spread: Duration,
+}
+
+fn default_max_send_waits() -> u32 {
+    RetryPolicy::default().max_send_waits
+}
+
+fn default_send_spread() -> Duration {
+    RetryPolicy::default().send_spread
 }
 
 impl Default for RetryPolicy {
@@ -58,6 +74,8 @@ impl Default for RetryPolicy {
             hint_spread_fraction: 0.2,
             down_threshold: crate::governor::DOWN_AFTER,
             max_admission_waits: 3,
+            max_send_waits: 120,
+            send_spread: Duration::from_millis(50),
         }
     }
 }
@@ -235,8 +253,15 @@ fn hint_spread<R: Rng + ?Sized>(policy: &RetryPolicy, hinted: Duration, rng: &mu
 /// every instance, and settle what calls really cost. [`Governor`] implements it.
 #[async_trait]
 pub trait RetryGate: Send + Sync + std::fmt::Debug {
-    /// Asks to spend `cost` (estimated prompt + max_tokens) on `deployment` for a retry.
+    /// Asks to spend `cost` (estimated prompt + max_tokens) on `deployment` for a call sent now
+    /// (a retry, or a call nobody held budget for).
     async fn readmit(&self, deployment: &str, cost: Tokens, now: EpochMillis) -> Readmission;
+    /// Asks to send, now, the call `held` was admitted for, charging `cost` (the request as
+    /// sent): the call takes the hold's place in the windows at the instant it goes out.
+    async fn send(&self, held: &Reservation, cost: Tokens, now: EpochMillis) -> Readmission;
+    /// Asks to hold `cost` on `deployment` for a call that goes out later (a part of a prompt
+    /// added after dispatch, say), as the dispatcher holds for a group: it takes no send slot.
+    async fn reserve(&self, deployment: &str, cost: Tokens, now: EpochMillis) -> Readmission;
     /// A 429 asked every instance to stay away from `deployment` for `retry_after`.
     async fn report_throttle(&self, deployment: &str, retry_after: Duration, now: EpochMillis);
     /// Settles an admitted reservation with what the limiter charged the call (zero when the
@@ -271,17 +296,25 @@ impl RetryGate for Governor {
         let Ok(name) = deployment.parse::<DeploymentName>() else {
             return Readmission::Refused;
         };
-        match self.admit(&name, cost, now).await {
-            Ok(GovernorAdmission::Admitted(reservation)) => Readmission::Admitted(reservation),
-            Ok(GovernorAdmission::Deferred { retry_at }) => Readmission::WaitUntil(retry_at),
-            Ok(GovernorAdmission::CoolingDown { until }) => Readmission::WaitUntil(until),
-            Ok(GovernorAdmission::Down { until }) => Readmission::Down { until },
-            Ok(GovernorAdmission::TooLarge { .. }) => Readmission::Refused,
-            Err(error) => {
-                tracing::warn!(%deployment, %error, "retry not re-admitted: governor unavailable");
-                Readmission::Refused
-            }
-        }
+        readmission(
+            deployment,
+            Governor::send(self, &name, cost, None, now).await,
+        )
+    }
+
+    async fn reserve(&self, deployment: &str, cost: Tokens, now: EpochMillis) -> Readmission {
+        let Ok(name) = deployment.parse::<DeploymentName>() else {
+            return Readmission::Refused;
+        };
+        readmission(deployment, self.admit(&name, cost, now).await)
+    }
+
+    async fn send(&self, held: &Reservation, cost: Tokens, now: EpochMillis) -> Readmission {
+        let deployment = held.deployment.clone();
+        readmission(
+            deployment.as_str(),
+            Governor::send(self, &deployment, cost, Some(held), now).await,
+        )
     }
 
     async fn report_throttle(&self, deployment: &str, retry_after: Duration, now: EpochMillis) {
@@ -366,17 +399,28 @@ pub async fn complete_with_retry<R: Rng + Send + ?Sized>(
     let mut state = RetryState::new();
     let mut calls = Vec::new();
     let mut request = request;
-    let mut reservation = match admitted {
-        Some(r) => r,
-        None => match readmit(env, &request.deployment, cost, rng).await {
-            Ok(r) => r,
-            Err(reason) => {
-                return RetryOutcome {
-                    result: Err(reason),
-                    calls,
-                };
-            }
-        },
+    // Every call is admitted at the instant it is sent, for the governor's charge of the request
+    // exactly as sent: a hold the dispatcher took is replaced by the call, so the windows hold
+    // each call at its send time, and a success settles at the same charge (no round trip).
+    // A call nobody held for (a roll-up) is charged at least the caller's estimate.
+    let charge = |request: &ChatRequest| metering::request_arrival_charge(request);
+    let first_charge = if admitted.is_some() {
+        charge(&request)
+    } else {
+        cost.max(charge(&request))
+    };
+    let first = match admitted {
+        Some(held) => send_held(env, held, first_charge, rng).await,
+        None => readmit(env, &request.deployment, first_charge, rng).await,
+    };
+    let mut reservation = match first {
+        Ok(r) => r,
+        Err(reason) => {
+            return RetryOutcome {
+                result: Err(reason),
+                calls,
+            };
+        }
     };
     loop {
         let started_at = env.clock.now();
@@ -456,7 +500,10 @@ pub async fn complete_with_retry<R: Rng + Send + ?Sized>(
             };
         }
         env.clock.sleep(wait).await;
-        reservation = match readmit(env, &request.deployment, cost, rng).await {
+        if let Some(next) = next_request {
+            request = next;
+        }
+        reservation = match readmit(env, &request.deployment, charge(&request), rng).await {
             Ok(r) => r,
             Err(reason) => {
                 return RetryOutcome {
@@ -465,8 +512,23 @@ pub async fn complete_with_retry<R: Rng + Send + ?Sized>(
                 };
             }
         };
-        if let Some(next) = next_request {
-            request = next;
+    }
+}
+
+/// The governor's answer to a send as the retry layer reads it.
+fn readmission(
+    deployment: &str,
+    answer: Result<GovernorAdmission, crate::governor::GovernorError>,
+) -> Readmission {
+    match answer {
+        Ok(GovernorAdmission::Admitted(reservation)) => Readmission::Admitted(reservation),
+        Ok(GovernorAdmission::Deferred { retry_at }) => Readmission::WaitUntil(retry_at),
+        Ok(GovernorAdmission::CoolingDown { until }) => Readmission::WaitUntil(until),
+        Ok(GovernorAdmission::Down { until }) => Readmission::Down { until },
+        Ok(GovernorAdmission::TooLarge { .. }) => Readmission::Refused,
+        Err(error) => {
+            tracing::warn!(%deployment, %error, "call not admitted: governor unavailable");
+            Readmission::Refused
         }
     }
 }
@@ -507,6 +569,54 @@ async fn readmit<R: Rng + Send + ?Sized>(
         }
     }
     Err(GiveUp::NotReadmitted)
+}
+
+/// Waits until the governor lets the call `held` was admitted for go out, within the deadline
+/// and [`RetryPolicy::max_send_waits`]. The governor answers when the windows have room for
+/// it; the budget was held for it, so what it waits for is its turn in the 1 s window of sends,
+/// hence a spread of milliseconds, not a throttle hint's. When it never may, the hold is given
+/// back.
+async fn send_held<R: Rng + Send + ?Sized>(
+    env: RetryEnv<'_>,
+    held: Reservation,
+    cost: Tokens,
+    rng: &mut R,
+) -> Result<Reservation, GiveUp> {
+    let mut outcome = Err(GiveUp::NotReadmitted);
+    for _ in 0..=env.policy.max_send_waits {
+        match env.gate.send(&held, cost, env.clock.now()).await {
+            Readmission::Admitted(reservation) => return Ok(reservation),
+            Readmission::Refused => break,
+            Readmission::Down { until } => {
+                outcome = Err(GiveUp::DeploymentDown { until });
+                break;
+            }
+            Readmission::WaitUntil(at) if at > env.deadline => {
+                outcome = Err(GiveUp::DeadlinePassed);
+                break;
+            }
+            Readmission::WaitUntil(at) => {
+                let now = env.clock.now();
+                let spread = if fault_switches::is_off(Mechanism::RetryJitter) {
+                    Duration::ZERO
+                } else {
+                    let most = u64::try_from(env.policy.send_spread.as_millis()).unwrap_or(0);
+                    Duration::from_millis(rng.random_range(0..=most))
+                };
+                let wait = (at.since(now) + spread).max(Duration::from_millis(1));
+                env.clock.sleep(wait.min(env.deadline.since(now))).await;
+            }
+        }
+    }
+    env.gate
+        .settle(
+            &held,
+            Tokens::ZERO,
+            RateLimitView::default(),
+            env.clock.now(),
+        )
+        .await;
+    outcome
 }
 
 /// What a failed call cost the deployment's budget. A throttled or rejected request
@@ -580,6 +690,8 @@ mod tests {
         cooldowns: Mutex<Vec<EpochMillis>>,
         reconciled: Mutex<Vec<(Tokens, Tokens)>>,
         answer: Mutex<VecDeque<Readmission>>,
+        /// The holds the first calls were sent in place of.
+        sends: Mutex<Vec<Tokens>>,
     }
 
     fn reservation(tokens: Tokens, at: EpochMillis) -> Reservation {
@@ -588,6 +700,7 @@ mod tests {
             deployment: "premium".parse().unwrap(),
             tokens,
             admitted_at: at,
+            sent: false,
         }
     }
 
@@ -601,9 +714,17 @@ mod tests {
                 .pop_front()
                 .unwrap_or_else(|| Readmission::Admitted(reservation(cost, now)))
         }
+        async fn send(&self, held: &Reservation, cost: Tokens, now: EpochMillis) -> Readmission {
+            self.sends.lock().unwrap().push(held.tokens);
+            Readmission::Admitted(reservation(cost, now))
+        }
+        async fn reserve(&self, _: &str, cost: Tokens, now: EpochMillis) -> Readmission {
+            Readmission::Admitted(reservation(cost, now))
+        }
         async fn report_throttle(&self, _: &str, retry_after: Duration, now: EpochMillis) {
             self.cooldowns.lock().unwrap().push(now.plus(retry_after));
         }
+
         async fn settle(
             &self,
             reservation: &Reservation,
@@ -728,15 +849,18 @@ mod tests {
         let outcome = rig.run(2).await;
         assert_eq!(outcome.result.map(|c| c.text), Ok("ok".to_owned()));
         assert_eq!(*rig.admission.readmits.lock().unwrap(), 2);
-        // Timeout keeps its reservation spent, the 500 releases it, success charges what
-        // the limiter counted: the one-character prompt's ⌈1/4⌉ plus max_tokens 200, not
-        // the 120 tokens of usage it is billed for.
+        // The first call went out in place of the dispatcher's hold.
+        assert_eq!(*rig.admission.sends.lock().unwrap(), vec![Tokens(300)]);
+        // Every call goes out charged what the governor charges the request sent (the
+        // one-character prompt's ⌈3/8⌉, 7 tokens of framing for one message, max_tokens 200:
+        // 208), not the dispatch's 300, nor the 120 tokens of usage it is billed for. The
+        // timeout keeps its charge spent, the 500 releases it, success settles at it.
         assert_eq!(
             *rig.admission.reconciled.lock().unwrap(),
             vec![
-                (Tokens(300), Tokens(300)),
-                (Tokens(300), Tokens(0)),
-                (Tokens(300), Tokens(201))
+                (Tokens(208), Tokens(208)),
+                (Tokens(208), Tokens(0)),
+                (Tokens(208), Tokens(208))
             ]
         );
     }
@@ -967,6 +1091,7 @@ mod tests {
                 tier: crate::job::Tier::Premium,
                 deployment: "premium".parse().unwrap(),
                 tpm: 60_000,
+                rpm: 360,
             }],
         )
     }

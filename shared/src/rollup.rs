@@ -338,6 +338,7 @@ mod tests {
                 tier: Tier::Standard,
                 deployment: "standard".parse().unwrap(),
                 tpm,
+                rpm: tpm * 6 / 1_000,
             }],
         );
         (

@@ -146,6 +146,9 @@ pub struct SummarizeOutcome {
     /// Every LLM call made, in order.
     pub calls: Vec<CallRecord>,
     pub tokens_used: Tokens,
+    /// Of `tokens_used`, the prompt and the completion tokens billed (`usage`), for costs.
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
     pub acked: usize,
     /// Leases that were no longer ours when acknowledged (reclaimed after expiry).
     pub lost_leases: usize,
@@ -375,6 +378,8 @@ impl TierWorker<'_> {
         let result = retried.result;
         if let Ok(completion) = &result {
             outcome.tokens_used += completion.usage.total();
+            outcome.prompt_tokens += completion.usage.prompt_tokens;
+            outcome.completion_tokens += completion.usage.completion_tokens;
         }
         // Built on first use: only customer text is scrubbed, and building it reads every
         // ticket's log, which for a technician summary would be work thrown away.
@@ -465,7 +470,7 @@ impl TierWorker<'_> {
         }
         match self
             .gate
-            .readmit(&self.deployment.name, tokens, self.clock.now())
+            .reserve(&self.deployment.name, tokens, self.clock.now())
             .await
         {
             Readmission::Admitted(reservation) => Some(RelatedExcerpt {
@@ -765,6 +770,7 @@ pub(crate) mod tests {
                         tier: Tier::Premium,
                         deployment: "premium".parse().unwrap(),
                         tpm: 100_000,
+                        rpm: 600,
                     }],
                 ),
                 clock: ManualClock::starting_at(T0),
@@ -1028,7 +1034,7 @@ pub(crate) mod tests {
         )])
         .await;
         let leases = rig.lease().await;
-        let crate::retry::Readmission::Admitted(reservation) = crate::retry::RetryGate::readmit(
+        let crate::retry::Readmission::Admitted(reservation) = crate::retry::RetryGate::reserve(
             &rig.governor,
             "premium",
             Tokens(700),

@@ -39,7 +39,7 @@ pub const TOKENS_PER_MESSAGE: u64 = 3;
 /// Tokens that prime the assistant's reply, once per request.
 pub const REPLY_PRIMING_TOKENS: u64 = 3;
 /// Every role name (`system`, `user`, `assistant`) is one token.
-const ROLE_TOKENS: u64 = 1;
+pub const ROLE_TOKENS: u64 = 1;
 
 /// A tokenizer family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -52,11 +52,13 @@ fn rig(config: DispatchConfigFile) -> Rig {
                 tier: Tier::Premium,
                 deployment: "gpt-4o".parse().unwrap(),
                 tpm: 60_000,
+                rpm: 360,
             },
             DeploymentBudget {
                 tier: Tier::Standard,
                 deployment: "gpt-4o-mini".parse().unwrap(),
                 tpm: 120_000,
+                rpm: 720,
             },
         ],
     );
@@ -535,6 +537,18 @@ impl Ledger for LedgerLostMidTick {
         self.admits.store(left - 1, Ordering::SeqCst);
         self.inner.admit(deployment, limits, cost, now).await
     }
+    async fn admit_send(
+        &self,
+        deployment: &DeploymentName,
+        limits: &WindowLimits,
+        cost: Tokens,
+        replacing: Option<stormgate_shared::governor::ReservationId>,
+        now: EpochMillis,
+    ) -> Result<Admission, LedgerError> {
+        self.inner
+            .admit_send(deployment, limits, cost, replacing, now)
+            .await
+    }
     async fn reconcile(
         &self,
         reservation: &Reservation,
@@ -584,6 +598,7 @@ async fn a_tick_that_fails_midway_hands_every_job_it_leased_back_at_once() {
             tier: Tier::Premium,
             deployment: "gpt-4o".parse().unwrap(),
             tpm: 60_000,
+            rpm: 360,
         }],
     );
     rig.enqueue(&[

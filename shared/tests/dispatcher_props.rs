@@ -142,11 +142,13 @@ async fn run(arrivals: Vec<Arrival>, workers: Vec<Worker>) -> Result<(), TestCas
                 tier: Tier::Premium,
                 deployment: "premium".parse().unwrap(),
                 tpm: 30_000,
+                rpm: 180,
             },
             DeploymentBudget {
                 tier: Tier::Standard,
                 deployment: "standard".parse().unwrap(),
                 tpm: 60_000,
+                rpm: 360,
             },
         ],
     );

@@ -31,6 +31,7 @@ const LIMITS: WindowLimits = WindowLimits {
     tokens: 1_000,
     requests: 3,
     minute_tokens: 6_000,
+    send_requests: 1,
 };
 
 /// A deployment whose minute, not its short window, is the binding limit.
@@ -39,6 +40,7 @@ const MINUTE_BOUND: WindowLimits = WindowLimits {
     tokens: 1_000,
     requests: 100,
     minute_tokens: 2_500,
+    send_requests: 100,
 };
 
 fn dep() -> DeploymentName {
@@ -52,6 +54,18 @@ fn at(ms: u64) -> EpochMillis {
 async fn admit(ledger: &dyn Ledger, cost: u64, now: EpochMillis) -> Admission {
     ledger
         .admit(&dep(), &LIMITS, Tokens(cost), now)
+        .await
+        .unwrap()
+}
+
+async fn send(
+    ledger: &dyn Ledger,
+    cost: u64,
+    replacing: Option<&Reservation>,
+    now: EpochMillis,
+) -> Admission {
+    ledger
+        .admit_send(&dep(), &LIMITS, Tokens(cost), replacing.map(|r| r.id), now)
         .await
         .unwrap()
 }
@@ -292,6 +306,7 @@ fn reservation_shape() -> Admission {
         deployment: dep(),
         tokens: Tokens(10),
         admitted_at: at(10_000),
+        sent: false,
     })
 }
 
@@ -303,6 +318,7 @@ async fn governor_turns_huge_retry_after_into_down(ledger: Arc<dyn Ledger>) {
             tier: Tier::Premium,
             deployment: dep(),
             tpm: 60_000,
+            rpm: 360,
         }],
     );
     let t = governor
@@ -453,6 +469,7 @@ async fn gauges_count_the_external_reservation_as_spent(ledger: Arc<dyn Ledger>)
             tier: Tier::Premium,
             deployment: dep(),
             tpm: 60_000,
+            rpm: 360,
         }],
     );
     // 18,000 tokens per 10 s window after headroom (twice the even share of 54,000 a
@@ -483,6 +500,99 @@ async fn gauges_count_the_external_reservation_as_spent(ledger: Arc<dyn Ledger>)
         .await
         .unwrap();
     assert_eq!(nothing, ExternalUsage::default());
+}
+
+async fn a_send_takes_its_holds_place_in_the_windows(ledger: Arc<dyn Ledger>) {
+    let hold = reservation(admit(&*ledger, 600, at(0)).await);
+    // Sent 4 s later for what the request really costs: the hold's 600 leave, 500 enter.
+    let sent = reservation(send(&*ledger, 500, Some(&hold), at(4_000)).await);
+    assert_eq!(sent.admitted_at, at(4_000));
+    assert_ne!(sent.id, hold.id);
+    let snapshot = ledger.snapshot(&dep(), &LIMITS, at(4_000)).await.unwrap();
+    assert_eq!(
+        (
+            snapshot.window_tokens,
+            snapshot.window_requests,
+            snapshot.minute_tokens
+        ),
+        (500, 1, 500)
+    );
+    assert_eq!(
+        snapshot.admitted, 1,
+        "the send of a hold is not a second admission"
+    );
+    // The hold is gone for good: settling it changes nothing.
+    assert_eq!(
+        ledger.reconcile(&hold, Tokens::ZERO).await.unwrap(),
+        Reconciliation::Settled
+    );
+    // The short window now runs from the send: 500 left until 14 s.
+    reservation(admit(&*ledger, 500, at(10_500)).await);
+    assert_eq!(
+        admit(&*ledger, 1, at(10_500)).await,
+        Admission::Deferred {
+            retry_at: at(14_000)
+        }
+    );
+}
+
+async fn sends_are_paced_by_the_one_second_window_and_holds_do_not_count(ledger: Arc<dyn Ledger>) {
+    // Three holds at once (the short window's three requests), one send a second.
+    let mut holds = Vec::new();
+    for _ in 0..3 {
+        holds.push(reservation(admit(&*ledger, 100, at(0)).await));
+    }
+    reservation(send(&*ledger, 100, Some(&holds[0]), at(0)).await);
+    assert_eq!(
+        send(&*ledger, 100, Some(&holds[1]), at(500)).await,
+        Admission::Deferred {
+            retry_at: at(1_000)
+        }
+    );
+    // The deferred send kept its hold: the short window still holds three requests.
+    let snapshot = ledger.snapshot(&dep(), &LIMITS, at(500)).await.unwrap();
+    assert_eq!(snapshot.window_requests, 3);
+    reservation(send(&*ledger, 100, Some(&holds[1]), at(1_000)).await);
+    reservation(send(&*ledger, 100, Some(&holds[2]), at(2_000)).await);
+    // A send with no hold (a retry) needs a request slot of its own: all three are taken.
+    assert_eq!(
+        send(&*ledger, 100, None, at(3_000)).await,
+        Admission::Deferred {
+            retry_at: at(10_000)
+        }
+    );
+}
+
+async fn a_send_the_windows_cannot_take_leaves_its_hold(ledger: Arc<dyn Ledger>) {
+    let hold = reservation(admit(&*ledger, 400, at(0)).await);
+    reservation(admit(&*ledger, 500, at(0)).await);
+    // 400 of the hold + 500 + 200 more would be 1,100 > 1,000: the send of 600 is deferred
+    // until the other admission leaves the short window, and the hold stays.
+    assert_eq!(
+        send(&*ledger, 600, Some(&hold), at(1_000)).await,
+        Admission::Deferred {
+            retry_at: at(10_000)
+        }
+    );
+    let snapshot = ledger.snapshot(&dep(), &LIMITS, at(1_000)).await.unwrap();
+    assert_eq!(snapshot.window_tokens, 900);
+    // Giving the hold back frees it.
+    assert_eq!(
+        ledger.reconcile(&hold, Tokens::ZERO).await.unwrap(),
+        Reconciliation::Refunded(Tokens(400))
+    );
+    let sent = reservation(send(&*ledger, 500, None, at(1_000)).await);
+    // The call failed: giving it back refunds the window and takes it out of the used total.
+    assert_eq!(
+        ledger.reconcile(&sent, Tokens::ZERO).await.unwrap(),
+        Reconciliation::Refunded(Tokens(500))
+    );
+    let snapshot = ledger.snapshot(&dep(), &LIMITS, at(1_000)).await.unwrap();
+    assert_eq!((snapshot.used_tokens, snapshot.window_tokens), (0, 500));
+    assert_eq!(
+        ledger.reconcile(&sent, Tokens::ZERO).await.unwrap(),
+        Reconciliation::Settled
+    );
 }
 
 macro_rules! conformance {
@@ -525,6 +635,9 @@ conformance!(
     a_report_of_fewer_remaining_requests_holds_request_slots,
     a_later_shortfall_grows_the_reservation_and_restarts_its_window,
     gauges_count_the_external_reservation_as_spent,
+    a_send_takes_its_holds_place_in_the_windows,
+    sends_are_paced_by_the_one_second_window_and_holds_do_not_count,
+    a_send_the_windows_cannot_take_leaves_its_hold,
 );
 
 /// Client commands sent to Redis so far (`INFO commandstats`): scripts and anything else,
@@ -557,6 +670,7 @@ async fn an_admitted_job_costs_the_redis_governor_two_round_trips() {
             tier: Tier::Premium,
             deployment: dep(),
             tpm: 10_000_000,
+            rpm: 60_000,
         }],
     );
     let mut stats = connection(&server).await;
@@ -567,12 +681,44 @@ async fn an_admitted_job_costs_the_redis_governor_two_round_trips() {
             Admission::Admitted(r) => r,
             other => panic!("expected an admission, got {other:?}"),
         };
-        governor.reconcile(&reservation, Tokens(900)).await.unwrap();
+        let sent = match governor
+            .send(&dep(), Tokens(1_400), Some(&reservation), at(n))
+            .await
+            .unwrap()
+        {
+            Admission::Admitted(r) => r,
+            other => panic!("expected the send to go out, got {other:?}"),
+        };
+        // Settled at what the send charged: nothing left to tell the ledger.
+        assert_eq!(
+            governor.reconcile(&sent, Tokens(1_400)).await.unwrap(),
+            Reconciliation::Settled
+        );
     }
     let sent = client_commands(&mut stats).await - before;
     assert_eq!(
         sent,
         2 * JOBS,
-        "admission and reconciliation, one script each"
+        "the dispatcher's hold and the send, one script each"
+    );
+    // A failed call given back costs one more.
+    let hold = match governor
+        .admit(&dep(), Tokens(1_500), at(JOBS))
+        .await
+        .unwrap()
+    {
+        Admission::Admitted(r) => r,
+        other => panic!("expected an admission, got {other:?}"),
+    };
+    let Admission::Admitted(sent_call) = governor
+        .send(&dep(), Tokens(1_400), Some(&hold), at(JOBS))
+        .await
+        .unwrap()
+    else {
+        panic!("expected the send to go out");
+    };
+    assert_eq!(
+        governor.reconcile(&sent_call, Tokens::ZERO).await.unwrap(),
+        Reconciliation::Refunded(Tokens(1_400))
     );
 }

@@ -38,6 +38,7 @@ fn budgets() -> [DeploymentBudget; 1] {
         tier: Tier::Premium,
         deployment: "gpt-4o".parse().unwrap(),
         tpm: 60_000,
+        rpm: 360,
     }]
 }
 

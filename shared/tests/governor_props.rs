@@ -62,6 +62,8 @@ enum Step {
 #[derive(Debug, Clone)]
 struct Scenario {
     tpm: u64,
+    /// Requests per minute per 1,000 TPM: 1 (the gpt-4.1 family) or 6 (gpt-4o).
+    rpm_per_1000: u64,
     headroom: f64,
     window_ms: u64,
     burst: u64,
@@ -87,18 +89,22 @@ fn step() -> impl Strategy<Value = Step> {
 fn scenario() -> impl Strategy<Value = Scenario> {
     (
         prop_oneof![Just(1_000u64), Just(10_000), 30_000u64..2_000_000],
+        prop_oneof![Just(1u64), Just(6u64)],
         0.0f64..0.5,
         prop_oneof![Just(10_000u64), Just(5_000), Just(1_000), Just(2_500)],
         1u64..=3,
         prop::collection::vec(step(), 1..400),
     )
-        .prop_map(|(tpm, headroom, window_ms, burst, steps)| Scenario {
-            tpm,
-            headroom,
-            window_ms,
-            burst,
-            steps,
-        })
+        .prop_map(
+            |(tpm, rpm_per_1000, headroom, window_ms, burst, steps)| Scenario {
+                tpm,
+                rpm_per_1000,
+                headroom,
+                window_ms,
+                burst,
+                steps,
+            },
+        )
 }
 
 #[derive(Debug)]
@@ -134,6 +140,7 @@ async fn run(
         tier: Tier::Premium,
         deployment: deployment.clone(),
         tpm: s.tpm,
+        rpm: s.tpm * s.rpm_per_1000 / 1_000,
     };
     let rpm = budget.rpm();
     let governor = Governor::new(ledger, policy, [budget]);
@@ -292,6 +299,121 @@ async fn run(
     Ok(())
 }
 
+/// A call the dispatcher holds at `gap_ms` after the previous one and the tier worker sends
+/// `handoff_ms` later (a Storage-queue hand-off), costing `cost_permille`/1000 of the short
+/// window's tokens.
+#[derive(Debug, Clone)]
+struct HeldCall {
+    gap_ms: u64,
+    handoff_ms: u64,
+    cost_permille: u16,
+}
+
+fn held_calls() -> impl Strategy<Value = (u64, Vec<HeldCall>)> {
+    let gap = prop_oneof![Just(0u64), 0u64..500, 0u64..5_000];
+    (
+        prop_oneof![Just(10_000u64), Just(60_000), 100_000u64..600_000],
+        prop::collection::vec(
+            (
+                gap,
+                prop_oneof![Just(0u64), 0u64..3_000, 0u64..40_000],
+                1u16..=600,
+            )
+                .prop_map(|(gap_ms, handoff_ms, cost_permille)| HeldCall {
+                    gap_ms,
+                    handoff_ms,
+                    cost_permille,
+                }),
+            1..150,
+        ),
+    )
+}
+
+/// A gpt-4.1 deployment (1 request per minute per 1,000 TPM): calls held by the dispatcher and
+/// sent after any hand-off delay, each send waiting for the governor as the retry layer does.
+/// What reaches the deployment, by send time, never exceeds Azure's request limits in any
+/// second, any 10 s or any minute, nor its tokens in any minute.
+async fn sends_stay_within_every_window(tpm: u64, calls: &[HeldCall]) -> Result<(), TestCaseError> {
+    let deployment: DeploymentName = "premium".parse().unwrap();
+    let rpm = tpm / 1_000;
+    let budget = DeploymentBudget {
+        tier: Tier::Premium,
+        deployment: deployment.clone(),
+        tpm,
+        rpm,
+    };
+    let governor = Governor::new(
+        Arc::new(MemoryLedger::new()),
+        GovernorPolicy::default(),
+        [budget],
+    );
+    let limits = governor.limits(&deployment).unwrap();
+    // (send due at, call index, the hold)
+    let mut pending: Vec<(u64, usize, Reservation)> = Vec::new();
+    let mut sent: Vec<(u64, u64)> = Vec::new();
+    let mut now = T0;
+    let mut arrivals = calls.iter().enumerate().peekable();
+    let mut next_arrival = T0 + calls.first().map_or(0, |c| c.gap_ms);
+    loop {
+        pending.sort_by_key(|p| p.0);
+        let next_send = pending.first().map(|p| p.0);
+        let take_arrival =
+            arrivals.peek().is_some() && next_send.is_none_or(|send| next_arrival <= send);
+        if take_arrival {
+            let (i, call) = arrivals.next().unwrap();
+            now = now.max(next_arrival);
+            let cost = (limits.tokens * u64::from(call.cost_permille) / 1_000).max(1);
+            if let Admission::Admitted(hold) = governor
+                .admit(&deployment, Tokens(cost), EpochMillis(now))
+                .await
+                .unwrap()
+            {
+                pending.push((now + call.handoff_ms, i, hold));
+            }
+            if let Some((_, following)) = arrivals.peek() {
+                next_arrival = now + following.gap_ms;
+            }
+            continue;
+        }
+        let Some(due) = next_send else { break };
+        let (_, i, hold) = pending.remove(0);
+        now = now.max(due);
+        match governor
+            .send(&deployment, hold.tokens, Some(&hold), EpochMillis(now))
+            .await
+            .unwrap()
+        {
+            Admission::Admitted(r) => {
+                prop_assert!(r.admitted_at.0 >= now);
+                sent.push((r.admitted_at.0, r.tokens.get()));
+            }
+            Admission::Deferred { retry_at } => {
+                prop_assert!(retry_at.0 > now);
+                // Waits as the retry layer does, a few milliseconds past the instant.
+                pending.push((retry_at.0 + (i as u64 % 7), i, hold));
+            }
+            other => prop_assert!(false, "unexpected {other:?}"),
+        }
+    }
+    sent.sort_unstable();
+    let most = |length: u64, weight: &dyn Fn(u64) -> u64| {
+        sent.iter()
+            .map(|&(start, _)| {
+                sent.iter()
+                    .filter(|&&(at, _)| at >= start && at < start + length)
+                    .map(|&(_, tokens)| weight(tokens))
+                    .sum::<u64>()
+            })
+            .max()
+            .unwrap_or(0)
+    };
+    prop_assert!(most(1_000, &|_| 1) <= (rpm / 60).max(1), "{sent:?}");
+    prop_assert!(most(10_000, &|_| 1) <= (rpm / 6).max(1), "{sent:?}");
+    prop_assert!(most(60_000, &|_| 1) <= rpm, "{sent:?}");
+    prop_assert!(most(60_000, &|tokens| tokens) <= limits.minute_tokens);
+    Ok(())
+}
+
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -301,6 +423,13 @@ fn runtime() -> tokio::runtime::Runtime {
 
 proptest! {
     #![proptest_config(Config::with_cases(256))]
+
+    #[test]
+    fn one_request_per_thousand_tpm_deployment_never_receives_more_per_window(
+        (tpm, calls) in held_calls()
+    ) {
+        runtime().block_on(sends_stay_within_every_window(tpm, &calls))?;
+    }
 
     #[test]
     fn memory_governor_never_exceeds_any_window(s in scenario()) {

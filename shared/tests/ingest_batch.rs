@@ -11,7 +11,7 @@ use stormgate_shared::clock::{EpochMillis, ManualClock};
 use stormgate_shared::event::CdcHeaders;
 use stormgate_shared::ingest::IngestError;
 use stormgate_shared::ingest::{
-    BatchOutcome, IngestContext, IngestPolicy, RawEvent, classify_batch,
+    BatchOutcome, IngestContext, IngestPolicy, RawEvent, SkippedRecords, classify_batch,
 };
 use stormgate_shared::job::{JobId, SummaryKind, Tier};
 use stormgate_shared::sample_events::{rng, storm_event, sys_id};
@@ -50,7 +50,8 @@ struct Batch {
 }
 
 /// The batch and what it must do: tickets 1..=5 at v3; 1 v3 again (duplicate); 2 v1 (stale);
-/// 3 v4 (supersedes); 6 closed; 7 with a 200 KB log (bounded, accepted); four rejects.
+/// 3 v4 (supersedes); 6 closed; 7 with a 200 KB log (bounded, accepted); three rejects;
+/// another table's record, skipped.
 fn mixed_batch() -> Batch {
     let mut r = rng(42);
     let mut events = Vec::new();
@@ -67,7 +68,8 @@ fn mixed_batch() -> Batch {
     closed["state"] = "7".into();
     events.push(raw(&closed, 203));
     events.push(raw(&storm_event(&mut r, 7, 1, 200 * 1024), 204));
-    // Rejects: not JSON, a missing required field, another table, over the size limit.
+    // Rejects: not JSON, a missing required field, over the size limit; and another
+    // table's record (the topic is shared), skipped.
     events.push(raw_bytes(b"{\"sys_id\": \"abc\", oops".to_vec(), 300));
     let mut no_version = storm_event(&mut r, 8, 1, 8_000);
     no_version.as_object_mut().unwrap().remove("sys_mod_count");
@@ -110,8 +112,11 @@ async fn assert_mixed_batch_outcome(store: &dyn Store) {
         BatchOutcome {
             accepted: 8,
             duplicate_or_stale: 2,
-            dead_lettered: 4,
-            lost: 0
+            dead_lettered: 3,
+            skipped: SkippedRecords {
+                other_table: 1,
+                ..SkippedRecords::default()
+            },
         }
     );
 
@@ -195,7 +200,7 @@ async fn assert_mixed_batch_outcome(store: &dyn Store) {
 
     // Dead letters carry the reason and the Kafka coordinates.
     let letters = store.dead_letters(10).await.unwrap();
-    assert_eq!(letters.len(), 4);
+    assert_eq!(letters.len(), 3);
     let reason_at = |offset: i64| {
         letters
             .iter()
@@ -209,11 +214,7 @@ async fn assert_mixed_batch_outcome(store: &dyn Store) {
         "{}",
         reason_at(301)
     );
-    assert!(
-        reason_at(302).contains("change_request"),
-        "{}",
-        reason_at(302)
-    );
+    assert_eq!(reason_at(302), "", "another table's record is skipped");
     assert!(reason_at(303).contains("exceeds"), "{}", reason_at(303));
     assert!(
         letters
@@ -223,13 +224,13 @@ async fn assert_mixed_batch_outcome(store: &dyn Store) {
     let oversized = letters.iter().find(|(_, d)| d.offset == Some(303)).unwrap();
     assert!(oversized.1.raw.len() <= 64 * 1024);
     assert!(!oversized.1.replayable, "a clipped value is not the event");
-    let other_table = letters.iter().find(|(_, d)| d.offset == Some(302)).unwrap();
+    let missing = letters.iter().find(|(_, d)| d.offset == Some(301)).unwrap();
     assert_eq!(
-        other_table.1.headers.table_name.as_deref(),
-        Some("change_request"),
+        missing.1.headers.table_name.as_deref(),
+        Some("incident"),
         "re-submission must see the headers the event came with"
     );
-    assert!(other_table.1.replayable);
+    assert!(missing.1.replayable);
 
     // Redelivery of the same batch changes nothing but the dead-letter stream.
     let again = run(store, &batch).await;
@@ -238,8 +239,11 @@ async fn assert_mixed_batch_outcome(store: &dyn Store) {
         BatchOutcome {
             accepted: 0,
             duplicate_or_stale: 10,
-            dead_lettered: 4,
-            lost: 0
+            dead_lettered: 3,
+            skipped: SkippedRecords {
+                other_table: 1,
+                ..SkippedRecords::default()
+            },
         }
     );
 }
@@ -355,7 +359,7 @@ async fn records_the_store_refuses_are_dead_lettered_and_the_stored_ones_count_a
             accepted: 4,
             duplicate_or_stale: 0,
             dead_lettered: 1,
-            lost: 0
+            ..BatchOutcome::default()
         }
     );
     for n in [1, 2, 4, 5] {
@@ -389,7 +393,7 @@ async fn records_the_store_refuses_are_dead_lettered_and_the_stored_ones_count_a
             accepted: 1,
             duplicate_or_stale: 4,
             dead_lettered: 0,
-            lost: 0
+            ..BatchOutcome::default()
         }
     );
 }

@@ -243,3 +243,101 @@ async fn concurrent_workers_on_separate_connections_never_share_a_job() {
     assert_eq!(all.len(), 600, "every job acked once");
     assert_eq!(distinct.len(), 600, "no job served twice");
 }
+
+/// Every key in Redis, with its remaining time to live in ms (-1: none).
+async fn ttls(connection: &mut MultiplexedConnection) -> Vec<(String, i64)> {
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("*")
+        .query_async(connection)
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    for key in keys {
+        let ttl: i64 = redis::cmd("PTTL")
+            .arg(&key)
+            .query_async(connection)
+            .await
+            .unwrap();
+        out.push((key, ttl));
+    }
+    out.sort();
+    out
+}
+
+/// A ticket's keys (snapshot, summaries, its job set) and its region's index expire by
+/// themselves: nothing a ticket leaves in Redis lives for ever, even where no purge runs.
+#[tokio::test]
+async fn every_key_an_ingested_ticket_leaves_expires_by_itself() {
+    let server = start();
+    let store = server.store("ttl").unwrap();
+    let mut connection = raw_connection(&server).await;
+    let mut r = record(1, 1, vec![technician_job(1, P1, 1_000)]);
+    r.region = Some("emea".to_owned());
+    store.ingest(&[r]).await.unwrap();
+    let mut llm =
+        stormgate_shared::testing::fixtures::summary(1, 1, SummaryKind::Technician, Tier::Premium);
+    llm.model = "gpt".to_owned();
+    store.put_summary(&llm).await.unwrap();
+    // A summary hash written when the ticket's keys are gone gets an expiry too.
+    store
+        .put_summary(&stormgate_shared::testing::fixtures::summary(
+            2,
+            1,
+            SummaryKind::Customer,
+            Tier::Standard,
+        ))
+        .await
+        .unwrap();
+
+    let bound = (14 + 1) * 24 * 3600 * 1000;
+    let per_ticket = |key: &str| {
+        ["ticket:", "summary:", "ticket_jobs:", "region_tickets:"]
+            .iter()
+            .any(|part| key.contains(part))
+    };
+    let keys = ttls(&mut connection).await;
+    let ticket_keys: Vec<_> = keys.iter().filter(|(k, _)| per_ticket(k)).collect();
+    assert_eq!(ticket_keys.len(), 5, "{keys:?}");
+    for (key, ttl) in ticket_keys {
+        assert!(
+            *ttl > 0 && *ttl <= bound,
+            "{key} expires in {ttl} ms (at most {bound} expected)"
+        );
+    }
+}
+
+/// The dead-letter stream keeps at most its cap (5,000 by default): one more entry
+/// trims the oldest, and the trimmed ones are counted.
+#[tokio::test]
+async fn the_dead_letter_stream_is_capped_and_counts_what_it_trimmed() {
+    let server = start();
+    let store = server.store("capped").unwrap();
+    let mut connection = raw_connection(&server).await;
+    let letter = |n: u64| stormgate_shared::store::DeadLetter {
+        reason: format!("bad {n}"),
+        raw: "{}".to_owned(),
+        headers: Default::default(),
+        replayable: true,
+        topic: Some("t".to_owned()),
+        partition: Some(0),
+        offset: Some(n as i64),
+        at: EpochMillis(n),
+    };
+    for n in 0..5_010 {
+        store.dead_letter(&letter(n)).await.unwrap();
+    }
+    let length: u64 = redis::cmd("XLEN")
+        .arg("{capped}:dead_letters")
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    assert_eq!(length, 5_000);
+    let oldest = store.dead_letters(1).await.unwrap();
+    assert_eq!(oldest[0].1.offset, Some(10), "the oldest ten went");
+    let trimmed: u64 = redis::cmd("GET")
+        .arg("{capped}:dead_letters_trimmed")
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    assert_eq!(trimmed, 10);
+}

@@ -18,8 +18,8 @@ use stormgate_shared::event::CdcHeaders;
 use stormgate_shared::job::{Job, JobId, SummaryKind, Tier};
 use stormgate_shared::severity::Severity::{self, P1, P2, P3, P4, P5};
 use stormgate_shared::store::{
-    AgingPolicy, CallClaim, DeadLetter, IngestOutcome, IngestRecord, Lease, OwedStats, QueueStats,
-    REGION_INDEX_CAP, SnapshotJson, Store,
+    AgingPolicy, CallClaim, DeadLetter, IngestOutcome, IngestRecord, Lease, OwedStats, PurgeReport,
+    QueueStats, REGION_INDEX_CAP, SnapshotJson, Store, StoreLimits,
 };
 use stormgate_shared::summary::PutOutcome;
 use stormgate_shared::testing::fixtures::{job, record, summary, technician_job, ticket};
@@ -1437,6 +1437,126 @@ async fn a_call_whose_final_summary_is_stored_is_done(store: &dyn Store) {
     );
 }
 
+/// `record` as ingested at `at` (its instant summary's creation time).
+fn ingested_at(mut record: IngestRecord, at: EpochMillis) -> IngestRecord {
+    record.instant_summary.created_at = at;
+    record
+}
+
+async fn a_ticket_is_purged_its_retention_after_its_last_update(store: &dyn Store) {
+    let retention = StoreLimits::default().retention;
+    let emea = Some("emea");
+    let job = technician_job(1, P3, NOW.as_millis());
+    let first = ingested_at(in_region(1, 1, emea), NOW);
+    let first = IngestRecord {
+        jobs: vec![job.clone()],
+        ..first
+    };
+    store
+        .ingest(&[first, ingested_at(in_region(2, 1, emea), NOW)])
+        .await
+        .unwrap();
+    let later = NOW.plus(Duration::from_secs(3 * 24 * 3600));
+    store
+        .ingest(&[ingested_at(in_region(2, 2, emea), later)])
+        .await
+        .unwrap();
+
+    let just_before = EpochMillis(NOW.plus(retention).as_millis() - 1);
+    assert_eq!(
+        store.purge_expired(just_before, 100).await.unwrap(),
+        PurgeReport::default()
+    );
+    assert_eq!(
+        store.purge_expired(NOW.plus(retention), 100).await.unwrap(),
+        PurgeReport {
+            tickets: 1,
+            more_due: false
+        }
+    );
+    assert_eq!(store.ticket_snapshot(&ticket(1)).await.unwrap(), None);
+    assert_eq!(
+        store
+            .summary(&ticket(1), SummaryKind::Technician)
+            .await
+            .unwrap(),
+        None
+    );
+    assert!(
+        !store.job_exists(&job.id).await.unwrap(),
+        "its pending job went"
+    );
+    assert_eq!(store.queue_stats(Tier::Standard).await.unwrap().pending, 0);
+    assert_eq!(
+        store.region_tickets("emea", 10).await.unwrap(),
+        vec![ticket(2)],
+        "the region index is trimmed to match"
+    );
+    // Ticket 2 was updated three days later: kept three days longer.
+    assert!(store.ticket_snapshot(&ticket(2)).await.unwrap().is_some());
+    let report = store
+        .purge_expired(later.plus(retention), 100)
+        .await
+        .unwrap();
+    assert_eq!(report.tickets, 1);
+    assert_eq!(store.ticket_snapshot(&ticket(2)).await.unwrap(), None);
+    assert!(store.region_tickets("emea", 10).await.unwrap().is_empty());
+    // Purging again finds nothing.
+    assert_eq!(
+        store
+            .purge_expired(later.plus(retention), 100)
+            .await
+            .unwrap(),
+        PurgeReport::default()
+    );
+}
+
+async fn a_purge_takes_at_most_its_limit_and_says_more_are_due(store: &dyn Store) {
+    let records: Vec<IngestRecord> = (1..=3)
+        .map(|n| ingested_at(record(n, 1, vec![]), NOW))
+        .collect();
+    store.ingest(&records).await.unwrap();
+    let due = NOW.plus(StoreLimits::default().retention);
+    assert_eq!(
+        store.purge_expired(due, 2).await.unwrap(),
+        PurgeReport {
+            tickets: 2,
+            more_due: true
+        }
+    );
+    assert_eq!(
+        store.purge_expired(due, 2).await.unwrap(),
+        PurgeReport {
+            tickets: 1,
+            more_due: false
+        }
+    );
+}
+
+async fn the_dead_letter_stream_keeps_its_cap_and_counts_what_it_trimmed(store: &dyn Store) {
+    let cap = StoreLimits::default().dead_letter_cap;
+    for n in 0..cap + 3 {
+        store
+            .dead_letter(&DeadLetter {
+                reason: format!("bad {n}"),
+                raw: "{}".to_owned(),
+                headers: CdcHeaders::default(),
+                replayable: true,
+                topic: None,
+                partition: None,
+                offset: Some(n as i64),
+                at: EpochMillis(n),
+            })
+            .await
+            .unwrap();
+    }
+    let stats = store.dead_letter_stats().await.unwrap();
+    assert_eq!(stats.entries, cap);
+    assert_eq!(stats.cap, cap);
+    assert_eq!(stats.trimmed_total, 3);
+    assert_eq!(store.dead_letters(1).await.unwrap()[0].1.offset, Some(3));
+}
+
 /// Instantiates every test for both backends.
 macro_rules! conformance {
     ($($test:ident),* $(,)?) => {
@@ -1465,6 +1585,9 @@ macro_rules! conformance {
 }
 
 conformance!(
+    a_ticket_is_purged_its_retention_after_its_last_update,
+    a_purge_takes_at_most_its_limit_and_says_more_are_due,
+    the_dead_letter_stream_keeps_its_cap_and_counts_what_it_trimmed,
     ingest_is_idempotent_per_ticket_version,
     ingest_outcomes_follow_input_order_within_a_batch,
     ingest_of_a_newer_version_cancels_pending_older_work,

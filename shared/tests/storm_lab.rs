@@ -71,3 +71,89 @@ async fn redis_gives_the_same_results_as_memory() {
     }
     assert_eq!(reports[0], reports[1]);
 }
+
+#[tokio::test]
+async fn a_plan_point_gives_exactly_what_the_replay_gives_at_its_quotas() {
+    use std::sync::Arc;
+    use stormgate_shared::lab::plan::{Quotas, run_point, scenario_at};
+    use stormgate_shared::lab::replay::{PolicyName, PreparedTrace};
+    use stormgate_shared::lab::trace::TraceEvent;
+
+    let scenario = Scenario::seed_storm().unwrap().compressed(0.01);
+    let quotas = Quotas {
+        premium_tpm: 14_000,
+        standard_tpm: 85_000,
+        headroom: 0.1,
+    };
+    let options = ReplayOptions {
+        seed: 7,
+        policies: vec![PolicyName::Stormgate],
+        ..ReplayOptions::default()
+    };
+    let at_quotas = scenario_at(&scenario, quotas);
+    let runs = replay(&at_quotas, &options, &mut |_, _| {}).await.unwrap();
+    let direct = Report::build(&at_quotas, 7, &runs, 0.0);
+
+    let events: Vec<TraceEvent> = scenario
+        .plan(7)
+        .unwrap()
+        .into_iter()
+        .map(TraceEvent::Planned)
+        .collect();
+    let trace = Arc::new(PreparedTrace::prepare(events, 7, 2).unwrap());
+    let (point, planned) = run_point(&scenario, trace, quotas, &options).await.unwrap();
+    assert_eq!(
+        serde_json::to_string(&planned).unwrap(),
+        serde_json::to_string(&direct).unwrap()
+    );
+    assert_eq!(point.cost_usd, direct.policies[0].cost_usd);
+    assert_eq!(point.meets_slos, direct.policies[0].verdict.met);
+    let ingest = direct.policies[0].ingest.as_ref().unwrap();
+    assert!(ingest.accepted > 0);
+    assert_eq!(ingest.rejected, 0);
+}
+
+#[tokio::test]
+async fn a_resolved_ticket_counts_no_wait_and_a_replaced_job_is_counted_cancelled() {
+    use stormgate_shared::lab::history::{HistoryOptions, read_history};
+    use stormgate_shared::lab::replay::{PolicyName, replay_trace};
+
+    // One ticket arrives resolved (no technician job), one is updated while its first
+    // job is still held (P3 jobs with a coalescing key wait 225 s): the first job is
+    // replaced, the second is served.
+    let text = "number,sys_updated_on,priority,state,sys_mod_count,cmdb_ci,u_region
+INC1,2026-01-12 06:00:00,3,Resolved,4,ar01,north
+INC2,2026-01-12 06:00:00,3,In Progress,0,ar02,north
+INC2,2026-01-12 06:01:00,3,In Progress,1,ar02,north
+";
+    let scenario = Scenario::seed_storm().unwrap();
+    let history = read_history(
+        text.as_bytes(),
+        "t.csv",
+        &HistoryOptions::new(scenario.start_millis().unwrap(), 1.0),
+    )
+    .unwrap();
+    let options = ReplayOptions {
+        policies: vec![PolicyName::Stormgate],
+        ..ReplayOptions::default()
+    };
+    let runs = replay_trace(&scenario, history.events, &options, &mut |_, _| {})
+        .await
+        .unwrap();
+    let report = Report::build(&scenario, 0, &runs, 0.0).with_history(history.report);
+    let sg = &report.policies[0];
+    assert_eq!(sg.cancelled_jobs, 1, "{sg:#?}");
+    // INC2's served job waited its hold (queued at 06:01, held 225 s), nowhere near
+    // the run's length; INC1 had nothing to wait for.
+    let p3 = sg.max_wait_seconds["P3"];
+    assert!((200.0..400.0).contains(&p3), "P3 max wait {p3}");
+    assert_eq!(sg.without_llm_summary.get("P3").copied().unwrap_or(0), 0);
+    assert!(sg.verdict.met, "{}", sg.verdict.line("stormgate"));
+    assert!(report.scenario.history.is_some());
+    assert!(table_names_the_history(&report));
+}
+
+fn table_names_the_history(report: &Report) -> bool {
+    let t = stormgate_shared::lab::report::table(report);
+    t.contains("history t.csv") && !t.contains("780 min")
+}

@@ -243,8 +243,8 @@ async fn a_link_cut_mid_batch_fails_classify_and_leaves_each_ticket_whole_or_abs
         "the cut fell inside the batch: {whole} of 8 tickets stored"
     );
 
-    // Redelivered (commitOnFailure: false, or a consumer-group reset): the stored
-    // tickets are duplicates, the rest are accepted.
+    // Redelivered by the host's retry policy: the stored tickets are duplicates, the
+    // rest are accepted.
     let outcome = rig.classify_retrying(late).await;
     assert_eq!(outcome["accepted"], 8 - whole, "{outcome}");
     assert_eq!(outcome["duplicate_or_stale"], whole, "{outcome}");

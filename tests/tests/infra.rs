@@ -2,13 +2,14 @@
 //! handler knows, the governor's budgets equal the deployed capacity, the tiers deploy different models, role
 //! ids are the documented built-in ones, no secret lives in a default or a parameter file, every setting and
 //! queue the function definitions use is deployed, modules get exactly their parameters, and API versions are
-//! stable. Every rule is also shown rejecting a broken fixture
+//! stable, and every resource has the shape Azure's published type definition gives its type at its API
+//! version (`tests/fixtures/platform/arm-resource-types.json`). Every rule is also shown rejecting a broken fixture
 //! from `tests/fixtures/infra/`.
 
 mod infra_rules;
 
 use anyhow::{Context, anyhow};
-use infra_rules::api_versions::preview_api_versions;
+use infra_rules::api_versions::{PREVIEW_EXCEPTIONS, preview_api_versions};
 use infra_rules::app_settings::{
     KnownSetting, Needed, SettingsViolation, WrittenSettings, settings_violations, written_settings,
 };
@@ -18,8 +19,9 @@ use infra_rules::model_deployments::{
     check_distinct_models, check_shared_source, check_tier_settings, tiers,
 };
 use infra_rules::module_params::check_module_calls;
+use infra_rules::resource_types::{TypeIndex, check_resource_types, declared_resource_types};
 use infra_rules::roles::check_roles;
-use infra_rules::secrets::{check_param_file, check_template};
+use infra_rules::secrets::{check_param_file, check_secret_guards, check_template};
 use infra_rules::syntax::syntax_problems;
 use stormgate_handlers::config::{ReadBy, Requirement, SETTINGS};
 
@@ -29,6 +31,10 @@ fn infra_file(relative: &str) -> anyhow::Result<BicepFile> {
 
 fn fixture(name: &str) -> anyhow::Result<BicepFile> {
     BicepFile::read(&fixtures_dir().join(name))
+}
+
+fn type_index() -> anyhow::Result<TypeIndex> {
+    TypeIndex::load(&fixtures_dir().join("../platform/arm-resource-types.json"))
 }
 
 fn param_files() -> anyhow::Result<Vec<BicepFile>> {
@@ -122,6 +128,24 @@ fn every_resource_uses_a_stable_api_version() -> anyhow::Result<()> {
 }
 
 #[test]
+fn every_preview_api_version_taken_has_no_newer_stable_version_in_the_type_index()
+-> anyhow::Result<()> {
+    let index = type_index()?;
+    for (declared, reason) in PREVIEW_EXCEPTIONS {
+        let (resource_type, preview) = declared.split_once('@').context("type@version")?;
+        let stable = index
+            .stable_versions(resource_type)
+            .with_context(|| format!("{declared}: the type index records no stable versions"))?;
+        let preview_date = &preview[..10];
+        assert!(
+            stable.iter().all(|version| version.as_str() < preview_date),
+            "{declared} ({reason}): the index has stable versions {stable:?}"
+        );
+    }
+    Ok(())
+}
+
+#[test]
 fn api_version_rule_rejects_a_preview_version() -> anyhow::Result<()> {
     let source =
         "resource cache 'Microsoft.Cache/redisEnterprise@2024-09-01-preview' = {\n  name: 'c'\n}\n";
@@ -162,7 +186,7 @@ fn param_file_assignments_parse_as_declarations_of_their_template_parameters() -
 #[test]
 fn main_passes_each_module_exactly_the_parameters_it_declares() -> anyhow::Result<()> {
     let main = infra_file("main.bicep")?;
-    assert_eq!(main.declarations("module_declaration").len(), 8);
+    assert_eq!(main.declarations("module_declaration").len(), 10);
     assert_eq!(check_module_calls(&main)?, vec![]);
     Ok(())
 }
@@ -176,6 +200,64 @@ fn module_rule_rejects_a_misspelt_and_a_missing_parameter() -> anyhow::Result<()
     assert!(found[0].contains("no parameter `tag`"), "{found:?}");
     assert!(found[1].contains("needs parameter `tags`"), "{found:?}");
     assert!(found[2].contains("needs parameter `name`"), "{found:?}");
+    Ok(())
+}
+
+// ---- resource types against Azure's published definitions ------------------------------------------------
+
+#[test]
+fn every_resource_has_the_shape_its_published_type_gives_it() -> anyhow::Result<()> {
+    let index = type_index()?;
+    let mut violations = Vec::new();
+    let mut checked = 0;
+    for file in read_all(&infra_dir())? {
+        checked += declared_resource_types(&file).len();
+        violations.extend(check_resource_types(&file, &index));
+    }
+    assert!(checked >= 25, "only {checked} resources declared");
+    let found = messages(&violations, |v| &v.0);
+    assert_eq!(found, Vec::<String>::new());
+    Ok(())
+}
+
+#[test]
+fn type_index_holds_exactly_the_resource_types_infra_declares() -> anyhow::Result<()> {
+    let index = type_index()?;
+    let mut declared: Vec<String> = read_all(&infra_dir())?
+        .iter()
+        .flat_map(declared_resource_types)
+        .collect();
+    declared.sort();
+    declared.dedup();
+    let mut indexed = index.resource_types();
+    indexed.sort();
+    assert_eq!(
+        indexed, declared,
+        "re-run scripts/platform/extract_arm_types.py against github.com/Azure/bicep-types-az"
+    );
+    assert!(index.source_commit().is_some_and(|c| c.len() == 40));
+    Ok(())
+}
+
+#[test]
+fn resource_type_rule_rejects_missing_unknown_read_only_and_mistyped_properties()
+-> anyhow::Result<()> {
+    let found = messages(
+        &check_resource_types(&fixture("resource_types.bicep")?, &type_index()?),
+        |v| &v.0,
+    );
+    let expected = [
+        "redisEnterprise@2025-07-01 properties: required property `publicNetworkAccess` is missing",
+        "properties.sku.name: 'Standard' is none of [\"premium\", \"standard\"]",
+        "`enableRbacAuthorisation` is not a property of the type",
+        "properties.customerId: is read-only",
+        "properties.value: an object where the type wants string",
+        "Microsoft.Web/staticSites@2024-04-01 is not in the type index",
+    ];
+    for part in expected {
+        assert!(found.iter().any(|m| m.contains(part)), "{part}: {found:#?}");
+    }
+    assert_eq!(found.len(), expected.len(), "{found:#?}");
     Ok(())
 }
 
@@ -245,7 +327,6 @@ fn optional_settings_depend_on_their_feature_and_core_settings_are_always_writte
     for optional in [
         "SERVICENOW_INSTANCE_URL",
         "STORMGATE_SEARCH_ENDPOINT",
-        "FUNCTIONS_WORKER_RUNTIME",
         "STORMGATE_REDIS_USER",
     ] {
         assert!(
@@ -258,10 +339,19 @@ fn optional_settings_depend_on_their_feature_and_core_settings_are_always_writte
         "STORMGATE_REDIS_AUTH",
         "KAFKA_PASSWORD",
         "AzureWebJobsStorage__accountName",
+        "STORMGATE_PREMIUM_RPM",
+        "STORMGATE_STANDARD_PRICE_OUTPUT_PER_1M",
     ] {
         assert!(
             written.always.contains_key(always),
             "{always} should always be written"
+        );
+    }
+    // Flex Consumption takes the runtime from the site and refuses these as app settings.
+    for refused in ["FUNCTIONS_WORKER_RUNTIME", "FUNCTIONS_EXTENSION_VERSION"] {
+        assert!(
+            !written.names().any(|name| name == refused),
+            "{refused} must not be written on Flex Consumption"
         );
     }
     Ok(())
@@ -330,9 +420,14 @@ fn tpm_rule_rejects_a_budget_that_is_not_the_tiers_capacity_times_1000() -> anyh
         return Err(anyhow!("mismatched budgets were accepted"));
     };
     let found = messages(&violations, |v| &v.0);
-    assert_eq!(found.len(), 2, "{found:?}");
+    assert_eq!(found.len(), 3, "{found:?}");
     assert!(found[0].contains("STORMGATE_PREMIUM_TPM"), "{found:?}");
-    assert!(found[1].contains("STORMGATE_STANDARD_TPM"), "{found:?}");
+    assert!(
+        found[1].contains("STORMGATE_PREMIUM_RPM")
+            && found[1].contains("premium.capacity * <deployments>.premium.rpmPerUnit"),
+        "{found:?}"
+    );
+    assert!(found[2].contains("STORMGATE_STANDARD_TPM"), "{found:?}");
     Ok(())
 }
 
@@ -433,6 +528,43 @@ fn secret_rule_rejects_defaults_that_hold_credentials() -> anyhow::Result<()> {
     for part in expected {
         assert!(found.iter().any(|m| m.contains(part)), "{part}: {found:?}");
     }
+    Ok(())
+}
+
+#[test]
+fn a_secret_missing_at_deploy_time_fails_the_deployment() -> anyhow::Result<()> {
+    let main = infra_file("main.bicep")?;
+    assert_eq!(
+        messages(&check_secret_guards(&main), |v| &v.0),
+        Vec::<String>::new()
+    );
+    let fails = main
+        .declarations("variable_declaration")
+        .into_iter()
+        .filter(|var| {
+            main.assigned_value(*var)
+                .is_some_and(|value| main.text(value).contains("fail("))
+        })
+        .count();
+    assert_eq!(fails, 3, "ServiceNow, search and the existing Redis URL");
+    Ok(())
+}
+
+#[test]
+fn guard_rule_rejects_a_secret_passed_on_without_a_guard() -> anyhow::Result<()> {
+    let found = messages(
+        &check_secret_guards(&fixture("secret_unguarded.bicep")?),
+        |v| &v.0,
+    );
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert!(
+        found[0].contains("`serviceNowPassword` reaches a module"),
+        "{found:?}"
+    );
+    assert!(
+        found[1].contains("`searchApiKey` reaches a module"),
+        "{found:?}"
+    );
     Ok(())
 }
 

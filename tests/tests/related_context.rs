@@ -200,12 +200,19 @@ async fn similar_past_incidents_travel_bounded_in_the_technician_prompt_and_are_
         Some(TECHNICIAN_RELATED_V1.id)
     );
 
-    // The excerpt's tokens were reserved on top of what dispatch admitted.
+    // The excerpt's tokens were held on top of what dispatch admitted, and given back once the
+    // call, excerpt included, went out in the dispatch hold's place: reserved = the dispatch
+    // hold + the excerpt + the call as sent, which alone stays used.
     let gauges = rig.state.governor.gauges(rig.clock.now()).await.unwrap();
     let premium = gauges.iter().find(|g| g.tier == Tier::Premium).unwrap();
     assert_eq!(premium.ledger.admitted, 2, "{premium:?}");
     assert_eq!(
-        premium.ledger.reserved_tokens,
+        premium.ledger.reserved_tokens - premium.ledger.used_tokens - admitted,
+        metering::text_charge(block).get(),
+        "{premium:?}"
+    );
+    assert_eq!(
+        premium.ledger.refunded_tokens,
         admitted + metering::text_charge(block).get(),
         "{premium:?}"
     );

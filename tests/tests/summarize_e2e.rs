@@ -56,6 +56,7 @@ impl Lab {
                 tier: Tier::Premium,
                 deployment: DEPLOYMENT.parse().unwrap(),
                 tpm: 1_000_000,
+                rpm: 6_000,
             }],
         );
         let mut deployment = DeploymentConfig::new(DEPLOYMENT, "gpt-4o-2024-08-06", 1_000_000);

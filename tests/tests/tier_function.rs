@@ -52,6 +52,7 @@ async fn a_handoff_is_summarized_acknowledged_and_notices_go_to_kafka() {
             tier: Tier::Premium,
             deployment: "premium-sim".parse().unwrap(),
             tpm: 1_000_000,
+            rpm: 6_000,
         }],
     );
 
@@ -73,7 +74,7 @@ async fn a_handoff_is_summarized_acknowledged_and_notices_go_to_kafka() {
         .unwrap();
     assert_eq!(leases.len(), 3);
     let Readmission::Admitted(reservation) =
-        RetryGate::readmit(&governor, "premium-sim", Tokens(3_000), T0).await
+        RetryGate::reserve(&governor, "premium-sim", Tokens(3_000), T0).await
     else {
         panic!("admitted");
     };
@@ -151,6 +152,16 @@ async fn a_handoff_is_summarized_acknowledged_and_notices_go_to_kafka() {
     assert_eq!(body["ReturnValue"]["sinks"]["notices"]["tickets"], 3);
     assert_eq!(body["ReturnValue"]["sinks"]["notices"]["waiting"], 0);
     assert_eq!(simulator.core().stats("premium-sim").unwrap().requests, 1);
+    // The call's cost at the premium tier's prices (the example settings: 2.00 / 8.00 USD per
+    // million input / output tokens), from the usage the deployment answered.
+    let stats = simulator.core().stats("premium-sim").unwrap();
+    let expected =
+        (stats.prompt_tokens as f64 * 2.00 + stats.completion_tokens as f64 * 8.00) / 1_000_000.0;
+    let cost = body["ReturnValue"]["cost_usd"].as_f64().unwrap();
+    assert!(
+        cost > 0.0 && (cost - expected).abs() < 1e-12,
+        "{cost} != {expected}"
+    );
     for r in &records {
         let stored = store
             .summary(&r.ticket, SummaryKind::Customer)

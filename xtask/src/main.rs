@@ -15,7 +15,8 @@ use serde_json::Value;
 
 /// The target a Functions Linux host runs without caring about its glibc.
 const MUSL_TARGET: &str = "x86_64-unknown-linux-musl";
-/// SASL mechanisms the Kafka extension accepts.
+/// SASL mechanisms the Kafka extension accepts: its `BrokerAuthenticationMode` members but `NotSet` (a test holds
+/// them to `tests/fixtures/platform/function-bindings.json`).
 const KAFKA_AUTH_MODES: &[&str] = &[
     "Plain",
     "ScramSha256",
@@ -318,6 +319,25 @@ mod tests {
                 .iter()
                 .all(|b| b["authenticationMode"] == "ScramSha512")
         );
+    }
+
+    #[test]
+    fn auth_modes_offered_are_the_kafka_extensions_own_enum_members() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures/platform/function-bindings.json");
+        let table: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let mut members: Vec<&str> = table["enums"]["BrokerAuthenticationMode"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|v| v.as_str())
+            .filter(|member| *member != "NotSet")
+            .collect();
+        members.sort_unstable();
+        let mut offered = KAFKA_AUTH_MODES.to_vec();
+        offered.sort_unstable();
+        assert_eq!(offered, members);
     }
 
     #[test]

@@ -56,7 +56,8 @@ async fn run() -> anyhow::Result<()> {
         "stormgate handler listening"
     );
 
-    let connector = RedisConnector::new(settings.redis.clone(), settings.azure_client_id.clone());
+    let connector = RedisConnector::new(settings.redis.clone(), settings.azure_client_id.clone())
+        .with_limits(settings.store_limits);
     let store = LazyStore::new(Arc::new(connector.clone()));
     let state = AppState::new(settings.clone(), store, clock.clone());
     // The tier functions share the state's governor: one budget per deployment for

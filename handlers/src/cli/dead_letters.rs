@@ -134,6 +134,11 @@ async fn list(store: &dyn Store, args: &DeadLettersArgs) -> anyhow::Result<()> {
         entries.len(),
         if entries.len() == 1 { "" } else { "s" }
     );
+    let stats = store.dead_letter_stats().await?;
+    println!(
+        "{} in the stream; {} trimmed by its cap (STORMGATE_DEAD_LETTER_MAX) so far",
+        stats.entries, stats.trimmed_total
+    );
     Ok(())
 }
 
@@ -248,6 +253,9 @@ pub fn render_report(report: &ResubmitReport, scan: usize) -> String {
                 "rejected again: {}; kept as {new_id}",
                 escaped(reason, usize::MAX)
             ),
+            Resubmission::Skipped { reason } => {
+                format!("not an incident event ({reason}): skipped; removed")
+            }
             Resubmission::Kept { reason } => format!("kept: {}", escaped(reason, usize::MAX)),
         };
         let _ = writeln!(out, "{id}: {what}");

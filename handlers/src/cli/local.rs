@@ -13,7 +13,10 @@ use clap::Args;
 use stormgate_shared::lab::replay::{Backend, PolicyName, PolicyRun, ReplayOptions, replay_trace};
 use stormgate_shared::lab::report::{Report, html, table};
 use stormgate_shared::lab::scenario::Scenario;
-use stormgate_shared::lab::trace::{TraceEvent, read_history};
+use stormgate_shared::lab::trace::TraceEvent;
+use stormgate_shared::metering::MeterReading;
+
+use crate::cli::lab_input::LabInput;
 
 use crate::functions_host::AppDefinition;
 use crate::local::processes::sibling_handler;
@@ -22,22 +25,13 @@ use crate::local::{self, Ending, LocalOptions, OpenAiSource, RedisSource};
 
 #[derive(Debug, Args)]
 pub struct LocalArgs {
-    /// Scenario file (TOML or JSON); default: the built-in seed storm.
-    #[arg(long)]
-    pub scenario: Option<PathBuf>,
+    /// The trace: the seed storm, a scenario file or a ServiceNow export, read as
+    /// `stormgate replay` reads it.
+    #[command(flatten)]
+    pub input: LabInput,
     /// Seed of the trace: the same seed plays the same tickets as `stormgate replay`.
     #[arg(long, default_value_t = 2026)]
     pub seed: u64,
-    /// Only the first N minutes of the scenario.
-    #[arg(long)]
-    pub minutes: Option<u64>,
-    /// Play a ServiceNow incident-export CSV instead of the scenario's tickets.
-    #[arg(long)]
-    pub history: Option<PathBuf>,
-    /// With --history: how many times faster than recorded the history is turned into
-    /// the trace (as `stormgate replay --time-scale`).
-    #[arg(long, default_value_t = 60.0)]
-    pub time_scale: f64,
     /// Play the trace N times faster than real time (the handler keeps real time:
     /// simulated quotas and the coalescing hold are scaled; docs/storm-lab.md).
     #[arg(long, default_value_t = 1.0)]
@@ -68,6 +62,10 @@ pub struct LocalArgs {
     /// Also replay the same trace on virtual time and print both side by side.
     #[arg(long)]
     pub compare: bool,
+    /// Meter the simulated deployments by the strictest reading of Azure's documentation,
+    /// as `stormgate replay --strict` (docs/storm-lab.md).
+    #[arg(long)]
+    pub strict: bool,
     /// Write the JSON report here (the shape of `stormgate replay --json`).
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -114,23 +112,17 @@ fn settings(args: &LocalArgs) -> anyhow::Result<BTreeMap<String, String>> {
         .collect()
 }
 
+/// The trace of the scenario, or of the export when one is given.
 fn trace(args: &LocalArgs, scenario: &Scenario) -> anyhow::Result<Vec<TraceEvent>> {
-    match &args.history {
+    match args.input.history(scenario)? {
         None => Ok(scenario
             .plan(args.seed)?
             .into_iter()
             .map(TraceEvent::Planned)
             .collect()),
-        Some(path) => {
-            let file = std::fs::File::open(path)
-                .with_context(|| format!("cannot open {}", path.display()))?;
-            let (trace, skipped) = read_history(file, scenario.start_millis()?, args.time_scale)?;
-            println!(
-                "history {}: {} events ({skipped} rows skipped)",
-                path.display(),
-                trace.len()
-            );
-            Ok(trace)
+        Some(history) => {
+            println!("{}", history.report.describe());
+            Ok(history.events)
         }
     }
 }
@@ -165,6 +157,7 @@ fn replay_alongside(
     scenario: &Scenario,
     trace: Vec<TraceEvent>,
     seed: u64,
+    reading: MeterReading,
 ) -> anyhow::Result<PolicyRun> {
     let scenario = scenario.clone();
     std::thread::spawn(move || -> anyhow::Result<PolicyRun> {
@@ -175,6 +168,7 @@ fn replay_alongside(
             seed,
             policies: vec![PolicyName::Stormgate],
             backend: Backend::Memory,
+            reading,
             ..ReplayOptions::default()
         };
         let mut progress = |_: PolicyName, _: f64| {};
@@ -187,16 +181,18 @@ fn replay_alongside(
     .map_err(|_| anyhow::anyhow!("the replay thread panicked"))?
 }
 
+fn reading(args: &LocalArgs) -> MeterReading {
+    if args.strict {
+        MeterReading::Strict
+    } else {
+        MeterReading::Lenient
+    }
+}
+
 pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
     let stop = stop_requested()?;
     let time = TimeModel::new(args.speed)?;
-    let mut scenario = match &args.scenario {
-        Some(path) => Scenario::from_file(path)?,
-        None => Scenario::seed_storm()?,
-    };
-    if let Some(m) = args.minutes {
-        scenario = scenario.truncated(m);
-    }
+    let scenario = args.input.scenario()?;
     let trace = trace(&args, &scenario)?;
     let app = match &args.app_root {
         Some(root) => AppDefinition::load(root)?,
@@ -224,6 +220,7 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
         openai,
         settings: settings(&args)?,
         app: Arc::new(app),
+        reading: reading(&args),
         dir: args.dir.clone().unwrap_or_else(local::default_dir),
         drain_limit: Duration::from_secs(args.drain_limit),
     };
@@ -241,7 +238,7 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
     let mut runs = Vec::new();
     let mut names = Vec::new();
     if args.compare {
-        runs.push(replay_alongside(&scenario, trace, args.seed)?);
+        runs.push(replay_alongside(&scenario, trace, args.seed, reading(&args))?);
         names.push("replay");
     }
     runs.push(outcome.run);

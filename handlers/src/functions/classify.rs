@@ -1,8 +1,14 @@
-//! `classify`: a Kafka batch of ticket events in; tickets classified, stored with an
-//! instant extractive summary, and queued for LLM summaries.
+//! `classify`: a Kafka batch of the shared topic's records in; incident events classified,
+//! stored with an instant extractive summary, and queued for LLM summaries; other records
+//! skipped and counted.
 //!
-//! Answers 2xx with the batch's counts unless nothing could be stored: the Kafka extension
-//! commits offsets even for failed invocations (docs/ticket-events.md).
+//! Answers 2xx with the batch's counts only when every record is stored, recognised as
+//! stored, dead-lettered or skipped. Otherwise it answers 503 and logs the batch's topic,
+//! partitions and offset ranges: the function's retry policy (function.json, without
+//! limit) has the host deliver the batch again, and the offsets stay uncommitted until it
+//! succeeds (docs/operations.md, *Redis unreachable*).
+
+use std::collections::BTreeMap;
 
 use axum::extract::State;
 use stormgate_shared::event::CdcHeaders;
@@ -28,6 +34,97 @@ pub async fn run(
     // and each is classified before the next is decoded.
     let mut records = invocation.take_kafka_records(EVENTS_BINDING)?;
     drop(invocation);
+    let mut coordinates = BatchCoordinates::default();
+    let result = classify(&state, &mut records, &mut coordinates).await;
+    match result {
+        Ok(outcome) => {
+            tracing::info!(
+                accepted = outcome.accepted,
+                duplicate_or_stale = outcome.duplicate_or_stale,
+                dead_lettered = outcome.dead_lettered,
+                skipped = outcome.skipped.total(),
+                skipped_other_table = outcome.skipped.other_table,
+                skipped_heartbeat = outcome.skipped.heartbeat,
+                skipped_not_an_incident = outcome.skipped.not_an_incident,
+                skipped_other_format = outcome.skipped.other_format,
+                "classify batch"
+            );
+            InvocationResponse::new()
+                .with_return_value(outcome)
+                .map_err(|e| ApiError::Internal(e.to_string()))
+        }
+        Err(error) => {
+            // Records not read before the failure (the store or the model could not be
+            // had) still belong to the batch the host delivers again.
+            for decoded in records.by_ref() {
+                match decoded {
+                    Ok(event) => coordinates.add(&event),
+                    Err(_) => coordinates.undecodable += 1,
+                }
+            }
+            coordinates.log_failure(&error);
+            Err(error)
+        }
+    }
+}
+
+/// Where a batch's records sit in the topic: per (topic, partition), the first and last
+/// offset and the count, so that a failed batch can be found (and, if need be, replayed).
+#[derive(Debug, Default)]
+struct BatchCoordinates {
+    /// Per (topic, partition).
+    ranges: BTreeMap<(String, Option<i64>), OffsetRange>,
+    undecodable: u32,
+}
+
+/// The first and last offset of a partition's records in a batch, and their count.
+#[derive(Debug, Default)]
+struct OffsetRange {
+    first: Option<i64>,
+    last: Option<i64>,
+    events: u32,
+}
+
+impl BatchCoordinates {
+    fn add(&mut self, event: &KafkaEvent) {
+        let key = (event.topic.clone().unwrap_or_default(), event.partition);
+        let range = self.ranges.entry(key).or_default();
+        if let Some(offset) = event.offset {
+            range.first = Some(range.first.map_or(offset, |first| first.min(offset)));
+            range.last = Some(range.last.map_or(offset, |last| last.max(offset)));
+        }
+        range.events += 1;
+    }
+
+    /// One ERROR line per partition: the batch is not acknowledged and comes again.
+    fn log_failure(&self, error: &ApiError) {
+        for ((topic, partition), range) in &self.ranges {
+            // -1 for what the host did not say.
+            tracing::error!(
+                topic = %topic,
+                partition = partition.unwrap_or(-1),
+                first_offset = range.first.unwrap_or(-1),
+                last_offset = range.last.unwrap_or(-1),
+                events = range.events,
+                error = %error,
+                "classify batch failed: not acknowledged, the host delivers it again"
+            );
+        }
+        if self.ranges.is_empty() {
+            tracing::error!(
+                undecodable = self.undecodable,
+                error = %error,
+                "classify batch failed: not acknowledged, the host delivers it again"
+            );
+        }
+    }
+}
+
+async fn classify(
+    state: &AppState,
+    records: &mut crate::invocation::KafkaRecords,
+    coordinates: &mut BatchCoordinates,
+) -> Result<BatchOutcome, ApiError> {
     let store = state.store().await?;
     let classifier = classifier(&state.settings)?;
     let ctx = IngestContext {
@@ -44,10 +141,14 @@ pub async fn run(
     for (element, decoded) in records.by_ref().enumerate() {
         match decoded {
             Ok(event) => {
+                coordinates.add(&event);
                 elements.push(element);
                 batch.add(&raw_event(event));
             }
-            Err(not_an_event) => rejected.push(not_an_event),
+            Err(not_an_event) => {
+                coordinates.undecodable += 1;
+                rejected.push(not_an_event);
+            }
         }
     }
     let raw_again = |index: usize| {
@@ -63,6 +164,7 @@ pub async fn run(
         }
         Err(error) => return Err(ApiError::Unavailable(error.to_string())),
     };
+    let store = store.as_ref();
     for rejected in rejected {
         let entry = DeadLetter {
             reason: format!("not a Kafka event: {}", rejected.reason),
@@ -75,22 +177,18 @@ pub async fn run(
             offset: None,
             at: state.clock.now(),
         };
-        dead_letter(store.as_ref(), &entry, &mut outcome).await;
+        dead_letter(store, &entry).await?;
+        outcome.dead_lettered += 1;
     }
-    tracing::info!(?outcome, "classify batch");
-    InvocationResponse::new()
-        .with_return_value(outcome)
-        .map_err(|e| ApiError::Internal(e.to_string()))
+    Ok(outcome)
 }
 
-async fn dead_letter(store: &dyn Store, entry: &DeadLetter, outcome: &mut BatchOutcome) {
-    match store.dead_letter(entry).await {
-        Ok(_) => outcome.dead_lettered += 1,
-        Err(e) => {
-            outcome.lost += 1;
-            tracing::error!(error = %e, reason = %entry.reason, "malformed Kafka event could not be dead-lettered");
-        }
-    }
+async fn dead_letter(store: &dyn Store, entry: &DeadLetter) -> Result<(), ApiError> {
+    store.dead_letter(entry).await.map(|_| ()).map_err(|e| {
+        ApiError::Unavailable(format!(
+            "an undecodable Kafka record could not be dead-lettered: {e}"
+        ))
+    })
 }
 
 /// The ticket parser's input: the value and the CDC headers, with the Kafka coordinates.

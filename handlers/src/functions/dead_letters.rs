@@ -1,4 +1,6 @@
-//! `GET /api/dead-letters` lists rejected events; `POST /api/dead-letters` re-submits them.
+//! `GET /api/dead-letters` lists rejected events (with the stream's size, cap and the
+//! count its cap trimmed in `X-Dead-Letters-*` headers); `POST /api/dead-letters`
+//! re-submits them.
 //!
 //! Re-submission is [`stormgate_shared::dead_letters::resubmit`], the same as
 //! `stormgate dead-letters resubmit`: each entry's event runs through `classify` again with
@@ -32,18 +34,31 @@ pub struct Entry {
     pub letter: DeadLetter,
 }
 
+/// The stream's length, its cap (0: none) and how many entries the cap trimmed in total.
+pub const TOTAL_HEADER: &str = "x-dead-letters-total";
+pub const CAP_HEADER: &str = "x-dead-letters-cap";
+pub const TRIMMED_HEADER: &str = "x-dead-letters-trimmed-total";
+
 pub async fn list(
     State(state): State<AppState>,
     Query(query): Query<ListQuery>,
-) -> Result<Json<Vec<Entry>>, ApiError> {
+) -> Result<([(&'static str, String); 3], Json<Vec<Entry>>), ApiError> {
     let store = state.store().await?;
     let limit = query.limit.unwrap_or(100).min(MAX_ENTRIES);
     let entries = store.dead_letters(limit).await?;
-    Ok(Json(
-        entries
-            .into_iter()
-            .map(|(id, letter)| Entry { id, letter })
-            .collect(),
+    let stats = store.dead_letter_stats().await?;
+    Ok((
+        [
+            (TOTAL_HEADER, stats.entries.to_string()),
+            (CAP_HEADER, stats.cap.to_string()),
+            (TRIMMED_HEADER, stats.trimmed_total.to_string()),
+        ],
+        Json(
+            entries
+                .into_iter()
+                .map(|(id, letter)| Entry { id, letter })
+                .collect(),
+        ),
     ))
 }
 

@@ -1,6 +1,8 @@
-//! `rollup` (timer, every minute): executive summary for each region whose roll-up is due,
-//! on the standard deployment when the governor admits the call, extractive otherwise.
-//! (The ServiceNow work-note outbox is drained by the `dispatch` tick, every 5 s.)
+//! `rollup` (timer, every minute): first the store's retention (expired tickets purged,
+//! the dead-letter stream's size read; `stormgate_shared::retention`), then an executive
+//! summary for each region whose roll-up is due, on the standard deployment when the
+//! governor admits the call, extractive otherwise. (The ServiceNow work-note outbox is
+//! drained by the `dispatch` tick, every 5 s.)
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -9,6 +11,7 @@ use axum::extract::State;
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use serde_json::json;
+use stormgate_shared::retention::{PURGE_PER_RUN, keep_within_limits};
 use stormgate_shared::retry::RetryPolicy;
 use stormgate_shared::rollup::RollupWorker;
 
@@ -26,10 +29,22 @@ pub async fn run(
     invocation: InvocationRequest,
 ) -> Result<InvocationResponse, ApiError> {
     let _timer = invocation.timer(TIMER_BINDING)?;
+    let store = state.store().await?;
+    // Retention never fails the tick: a purge left undone is done by the next one.
+    let retention = match keep_within_limits(store.as_ref(), state.clock.now(), PURGE_PER_RUN).await
+    {
+        Ok(report) => {
+            report.emit();
+            Some(report)
+        }
+        Err(error) => {
+            tracing::warn!(%error, "retention skipped in this tick");
+            None
+        }
+    };
     let runtime = state.summarization.clone().ok_or(ApiError::NotImplemented(
         "regional roll-up without an LLM runtime",
     ))?;
-    let store = state.store().await?;
     let worker = RollupWorker {
         store: store.as_ref(),
         client: runtime.client.as_ref(),
@@ -65,6 +80,6 @@ pub async fn run(
         }));
     }
     InvocationResponse::new()
-        .with_return_value(json!({"rollups": rolled}))
+        .with_return_value(json!({"rollups": rolled, "retention": retention}))
         .map_err(|e| ApiError::Internal(e.to_string()))
 }

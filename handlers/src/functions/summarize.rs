@@ -151,6 +151,22 @@ async fn summarize(
     let notices = notices.record(store.as_ref(), &mut sinks).await;
     deliveries::finish(&state, store.as_ref(), &mut sinks).await;
 
+    // What the calls cost at the tier's prices (STORMGATE_<TIER>_PRICE_*_PER_1M, written by the
+    // Bicep from the same object as the deployment).
+    let prices = match tier {
+        Tier::Premium => &state.settings.premium,
+        _ => &state.settings.standard,
+    };
+    let cost_usd = (outcome.prompt_tokens as f64 * prices.price_input_per_1m
+        + outcome.completion_tokens as f64 * prices.price_output_per_1m)
+        / 1_000_000.0;
+    tracing::info!(
+        event = "summarize.cost",
+        %tier,
+        prompt_tokens = outcome.prompt_tokens,
+        completion_tokens = outcome.completion_tokens,
+        cost_usd,
+    );
     let mut response = InvocationResponse::new()
         .with_return_value(json!({
             "tier": tier,
@@ -162,6 +178,7 @@ async fn summarize(
             "in_flight_elsewhere": outcome.in_flight_elsewhere,
             "llm_calls": outcome.calls.len(),
             "tokens_used": outcome.tokens_used,
+            "cost_usd": cost_usd,
             "summaries": outcome.summaries,
             "sinks": sinks,
         }))

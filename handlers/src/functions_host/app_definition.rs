@@ -5,7 +5,7 @@
 //! emulation does.
 //!
 //! Defaults for settings `host.json` leaves out are the platform's own
-//! (`handlers/tests/platform/functions_host.json` records them with their origin):
+//! (`tests/fixtures/platform/functions_host.json` records them with their origin):
 //! queues `batchSize` 16, `newBatchThreshold` half the batch size, `maxDequeueCount` 5,
 //! `visibilityTimeout` 0, `maxPollingInterval` one minute; Kafka `maxBatchSize` 64,
 //! `subscriberIntervalInSeconds` 1; `functionTimeout` five minutes.
@@ -18,7 +18,9 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::ncrontab::{NcrontabSchedule, ScheduleError};
-use super::retry_policy::RetryPolicy;
+use super::retry_policy::{
+    RetryPolicy, SMALLEST_MAX_RETRY_COUNT, STRATEGIES, UNLIMITED_MAX_RETRY_COUNT,
+};
 
 /// The folders of `function-defs/` this build carries, with their `function.json`
 /// texts: what `cargo xtask dist` ships next to this build's handler. A test checks the
@@ -522,11 +524,16 @@ fn parse_function(
 }
 
 fn retry_policy(raw: &RawRetry) -> Result<RetryPolicy, String> {
-    // -1 is "retry indefinitely" on the platform.
     let max_retries = match raw.max_retry_count {
-        -1 => None,
-        n if n >= 0 => Some(u32::try_from(n).map_err(|_| format!("maxRetryCount {n}"))?),
-        n => return Err(format!("maxRetryCount {n} (at least -1)")),
+        UNLIMITED_MAX_RETRY_COUNT => None,
+        n if n >= SMALLEST_MAX_RETRY_COUNT => {
+            Some(u32::try_from(n).map_err(|_| format!("maxRetryCount {n}"))?)
+        }
+        n => {
+            return Err(format!(
+                "maxRetryCount {n} (at least {SMALLEST_MAX_RETRY_COUNT})"
+            ));
+        }
     };
     let interval = |v: &Option<String>, name: &str| {
         let text = v.as_deref().ok_or_else(|| format!("retry has no {name}"))?;
@@ -550,7 +557,8 @@ fn retry_policy(raw: &RawRetry) -> Result<RetryPolicy, String> {
             })
         }
         other => Err(format!(
-            "retry strategy {other:?} (fixedDelay, exponentialBackoff)"
+            "retry strategy {other:?} (one of {})",
+            STRATEGIES.join(", ")
         )),
     }
 }
@@ -646,9 +654,23 @@ mod tests {
             parse_function("f", bad_schedule, "f.json"),
             Err(DefinitionError::Schedule { .. })
         ));
-        let bad_retry = r#"{"bindings":[{"type":"queueTrigger","direction":"in","name":"b","queueName":"q"}],
-                           "retry":{"strategy":"exponentialBackoff","maxRetryCount":3,"minimumInterval":"00:01:00","maximumInterval":"00:00:01"}}"#;
-        assert!(parse_function("f", bad_retry, "f.json").is_err());
+        for retry in [
+            r#"{"strategy":"exponentialBackoff","maxRetryCount":3,"minimumInterval":"00:01:00","maximumInterval":"00:00:01"}"#,
+            r#"{"strategy":"linear","maxRetryCount":1,"delayInterval":"00:00:01"}"#,
+            r#"{"strategy":"fixedDelay","maxRetryCount":-2,"delayInterval":"00:00:01"}"#,
+            r#"{"strategy":"fixedDelay","maxRetryCount":1,"delayInterval":"5s"}"#,
+        ] {
+            let text = format!(
+                r#"{{"bindings":[{{"type":"queueTrigger","direction":"in","name":"b","queueName":"q"}}],"retry":{retry}}}"#
+            );
+            assert!(
+                matches!(
+                    parse_function("f", &text, "f.json"),
+                    Err(DefinitionError::Invalid { .. })
+                ),
+                "{retry}"
+            );
+        }
         assert!(parse_host(r#"{"extensions":{"queues":{"batchSize":64}}}"#, "host.json").is_err());
         assert!(parse_host("{", "host.json").is_err());
     }

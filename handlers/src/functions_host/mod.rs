@@ -10,7 +10,7 @@
 //! [`step_host::FunctionsHost`], which a test drives one step at a time, and
 //! [`runtime::HostRuntime`], which runs the app in real time (`stormgate local`).
 //! Where the emulation models a platform behaviour, the platform's values are recorded
-//! with their origin in `handlers/tests/platform/functions_host.json`.
+//! with their origin in `tests/fixtures/platform/functions_host.json`.
 
 pub mod app_definition;
 pub mod invocation_client;

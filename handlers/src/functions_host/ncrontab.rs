@@ -3,7 +3,7 @@
 //!
 //! The occurrences come from the `cron` crate. Its day-of-week numbers differ from
 //! NCRONTAB's (it counts Sunday as 1, NCRONTAB as 0: see
-//! `handlers/tests/platform/functions_host.json`), so numeric days of the week are
+//! `tests/fixtures/platform/functions_host.json`), so numeric days of the week are
 //! rewritten to their names before the crate sees them; names mean the same to both.
 
 use std::fmt;

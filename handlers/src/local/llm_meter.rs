@@ -53,12 +53,13 @@ impl Drop for LlmMeter {
     }
 }
 
-/// One deployment the meter knows: its name, model and TPM (for its window's share).
+/// One deployment the meter knows: its name, model and quota (for its window's share).
 #[derive(Debug, Clone)]
 pub struct MeteredDeployment {
     pub name: String,
     pub model: String,
     pub tpm: u64,
+    pub rpm: u64,
 }
 
 impl LlmMeter {
@@ -80,9 +81,10 @@ impl LlmMeter {
                             totals: DeploymentTotals {
                                 model: d.model.clone(),
                                 tpm: d.tpm,
+                                rpm: d.rpm,
                                 ..DeploymentTotals::default()
                             },
-                            meter: DeploymentMeter::new(Quota::new(d.tpm)),
+                            meter: DeploymentMeter::new(Quota::new(d.tpm, d.rpm)),
                         },
                     )
                 })

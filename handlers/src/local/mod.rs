@@ -23,10 +23,11 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use serde_json::Value;
 use stormgate_shared::ingest::IngestPolicy;
-use stormgate_shared::job::Tier;
+use stormgate_shared::job::{JobId, SummaryKind, Tier};
 use stormgate_shared::lab::replay::{PolicyName, PolicyRun, Sample, simulator_config};
-use stormgate_shared::lab::scenario::{DeploymentSpec, Scenario};
+use stormgate_shared::lab::scenario::Scenario;
 use stormgate_shared::lab::trace::TraceEvent;
+use stormgate_shared::metering::MeterReading;
 use stormgate_shared::store::Store;
 use stormgate_shared::store::redis::RedisStore;
 
@@ -71,6 +72,8 @@ pub struct LocalOptions {
     /// App settings given on the command line, over the run's own.
     pub settings: BTreeMap<String, String>,
     pub app: Arc<AppDefinition>,
+    /// How the simulator reads Azure's metering (`--strict`).
+    pub reading: MeterReading,
     /// Where logs go.
     pub dir: PathBuf,
     /// How long after the last arrival the work may still drain.
@@ -141,17 +144,30 @@ fn handler_settings(
         set("AZURE_OPENAI_AUTH", "api_key".into());
         set("AZURE_OPENAI_API_KEY", key.to_owned());
     }
-    let quota = |d: &DeploymentSpec| match options.openai {
-        OpenAiSource::Simulator => options.time.quota(d.tpm),
-        OpenAiSource::Endpoint(_) => d.tpm,
-    };
     for (prefix, d) in [
         ("STORMGATE_PREMIUM", &options.scenario.premium),
         ("STORMGATE_STANDARD", &options.scenario.standard),
     ] {
         set(&format!("{prefix}_DEPLOYMENT"), d.deployment.clone());
         set(&format!("{prefix}_MODEL"), d.model.clone());
-        set(&format!("{prefix}_TPM"), quota(d).to_string());
+        match options.openai {
+            // The simulator's quotas are the scenario's scaled with the trace.
+            OpenAiSource::Simulator => {
+                set(&format!("{prefix}_TPM"), options.time.quota(d.tpm).to_string());
+                if let Ok(rpm) = d.requests_per_minute() {
+                    set(&format!("{prefix}_RPM"), options.time.quota(rpm).to_string());
+                }
+            }
+            // A real deployment's quota is what it is; an RPM the scenario does not
+            // give is left to the handler, which derives it from the model and the TPM
+            // (a TPM given with --set included).
+            OpenAiSource::Endpoint(_) => {
+                set(&format!("{prefix}_TPM"), d.tpm.to_string());
+                if let Some(rpm) = d.rpm {
+                    set(&format!("{prefix}_RPM"), rpm.to_string());
+                }
+            }
+        }
         set(
             &format!("{prefix}_PRICE_INPUT_PER_1M"),
             format!("{:.4}", d.price_input_per_1m),
@@ -200,6 +216,13 @@ fn scenario_as_run(
                 .parse()
                 .with_context(|| format!("{prefix}_TPM {tpm:?} is not a number"))?;
         }
+        if let Some(rpm) = get("RPM") {
+            d.rpm = Some(
+                rpm.trim()
+                    .parse()
+                    .with_context(|| format!("{prefix}_RPM {rpm:?} is not a number"))?,
+            );
+        }
     }
     Ok(scenario)
 }
@@ -224,8 +247,9 @@ pub async fn run(
     };
     let (simulator, upstream, api_key) = match &options.openai {
         OpenAiSource::Simulator => {
-            let mut config = simulator_config(&options.scenario, options.seed);
+            let mut config = simulator_config(&options.scenario, options.seed, options.reading);
             for d in &mut config.deployments {
+                d.rpm = Some(options.time.quota(d.requests_per_minute()));
                 d.tpm = options.time.quota(d.tpm);
             }
             let key = config.api_key.clone();
@@ -251,8 +275,9 @@ pub async fn run(
             name: d.deployment.clone(),
             model: d.model.clone(),
             tpm: d.tpm,
+            rpm: d.requests_per_minute().unwrap_or_default(),
         })
-        .collect();
+        .collect::<Vec<_>>();
     let meter = LlmMeter::start(&upstream, &metered).await?;
     let settings = handler_settings(&options, &redis_url, &meter.endpoint(), api_key.as_deref());
     let mut stack = Stack {
@@ -370,6 +395,7 @@ async fn drive(
         .map(|e| e.record(options.seed))
         .collect();
     let expected = verdict::expected_jobs(&records)?;
+    close_open_jobs(&mut recorder, &records, &store).await?;
     let mut verdict = Verdict {
         tickets: recorder.tickets.len(),
         tickets_without_summary: recorder
@@ -407,6 +433,8 @@ async fn drive(
         started,
         finished,
         wakes: 0,
+        reading: options.reading,
+        ingest: Some(recorder.ingest_tally()),
     };
     Ok(LocalRun {
         run,
@@ -416,6 +444,32 @@ async fn drive(
         counts: recorder.host_counts(),
         wall_seconds: started_at.elapsed().as_secs_f64(),
     })
+}
+
+/// Counts every technician job ingest queued for `records`, and settles those not seen
+/// leave the queue as still queued or cancelled, by whether the store still holds them.
+async fn close_open_jobs(
+    recorder: &mut Recorder,
+    records: &[Value],
+    store: &RedisStore,
+) -> anyhow::Result<()> {
+    for job in verdict::ingested_jobs(records)?
+        .iter()
+        .filter(|j| j.kind == SummaryKind::Technician)
+    {
+        if recorder.technician_job_queued(job) {
+            continue;
+        }
+        let id = JobId {
+            ticket: job.sys_id.parse().context("a queued job's ticket id")?,
+            version: job.version,
+            kind: job.kind,
+        };
+        // A store that cannot be asked leaves the job counted as waiting, not cancelled.
+        let still_in_store = store.job_exists(&id).await.unwrap_or(true);
+        recorder.close_open_job(job, still_in_store);
+    }
+    Ok(())
 }
 
 /// Jobs queued, held or leased in every tier.

@@ -11,20 +11,26 @@
 //!   answer names none, so they are taken from the read API at the end
 //!   ([`Recorder::settle_from_read_api`]): the degraded summary's `created_at`.
 //!
+//! - technician jobs queued (one per version ingest accepted), and of those not seen
+//!   leave, which were still queued at the end and which a newer version or a
+//!   resolution cancelled ([`Recorder::close_open_job`]), as the replay counts them;
+//! - what ingest made of the records, from `classify`'s answers.
+//!
 //! It also counts what the host did (invocations per function, failures, retries,
 //! poisoned messages, lost Kafka batches) for the live line and the verdict.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 use serde_json::Value;
 use stormgate_shared::clock::EpochMillis;
 use stormgate_shared::dispatcher::AdmittedGroup;
 use stormgate_shared::job::{SummaryKind, Tier};
-use stormgate_shared::lab::replay::TicketTrack;
+use stormgate_shared::lab::replay::{IngestTally, TicketTrack};
 use stormgate_shared::lab::report::Percentiles;
 use stormgate_shared::lab::trace::TraceEvent;
 
+use super::verdict::ExpectedJob;
 use crate::functions_host::runtime::{HostEvent, TriggerInput};
 
 /// Invocations of one function.
@@ -76,6 +82,9 @@ pub struct Recorder {
     kafka_waits: Vec<f64>,
     queue_waits: Vec<f64>,
     tier_runs: Vec<f64>,
+    /// Technician jobs seen leave the queue, by (sys_id, version).
+    left: BTreeSet<(String, u64)>,
+    ingest: IngestTally,
 }
 
 impl Recorder {
@@ -87,12 +96,7 @@ impl Recorder {
         self.minute.arrived += 1;
         self.tickets
             .entry(number.clone())
-            .or_insert_with(|| TicketTrack {
-                number,
-                severity: Some(e.severity()),
-                arrived: at,
-                ..TicketTrack::default()
-            });
+            .or_insert_with(|| TicketTrack::arriving(number, e.severity(), at));
     }
 
     fn track(&mut self, sys_id: &str) -> Option<&mut TicketTrack> {
@@ -152,6 +156,7 @@ impl Recorder {
                 counts.succeeded += 1;
                 match input {
                     TriggerInput::Kafka(records) => {
+                        self.count_ingest(answer.return_value());
                         for r in records {
                             self.minute.classified += 1;
                             if let Some(id) = r.event["sys_id"].as_str()
@@ -186,6 +191,8 @@ impl Recorder {
             } else {
                 self.minute.fallbacks += 1;
             }
+            self.left
+                .insert((lease.job.id.ticket.as_str().to_owned(), lease.job.id.version));
             let Some(t) = self.track(lease.job.id.ticket.as_str()) else {
                 continue;
             };
@@ -205,15 +212,19 @@ impl Recorder {
     /// `created_at` if no tier function did.
     pub fn settle_from_read_api(&mut self, sys_id: &str, summaries: &Value) {
         let technician = &summaries["summaries"][SummaryKind::Technician.as_str()];
-        let Some(t) = self.track(sys_id) else {
-            return;
-        };
         if technician.is_null() {
             return;
         }
         let tier: Option<Tier> = serde_json::from_value(technician["tier"].clone()).ok();
         let degraded = technician["degraded"].as_bool().unwrap_or(false);
-        if tier == Some(Tier::Extractive) && degraded && t.llm_summary.is_none() {
+        let spilled = tier == Some(Tier::Extractive) && degraded;
+        if spilled && let Some(version) = technician["version"].as_u64() {
+            self.left.insert((sys_id.to_owned(), version));
+        }
+        let Some(t) = self.track(sys_id) else {
+            return;
+        };
+        if spilled && t.llm_summary.is_none() {
             t.extractive_only = true;
             if t.settled.is_none()
                 && let Some(at) = technician["created_at"].as_u64().map(EpochMillis)
@@ -223,6 +234,55 @@ impl Recorder {
                     .max_wait_ms
                     .max(u64::try_from(at.since(t.arrived).as_millis()).unwrap_or(u64::MAX));
             }
+        }
+    }
+
+    /// A `classify` answer's counts (its `ReturnValue`, ingest's `BatchOutcome`).
+    fn count_ingest(&mut self, outcome: &Value) {
+        let count = |name: &str| outcome[name].as_u64().unwrap_or(0);
+        self.ingest.accepted += count("accepted");
+        self.ingest.duplicate_or_stale += count("duplicate_or_stale");
+        let dead_lettered = count("dead_lettered");
+        if dead_lettered > 0 {
+            self.ingest.rejected += dead_lettered;
+            // classify's answer counts dead letters without their reasons; the
+            // dead-letter stream (`stormgate dead-letters`) has them.
+            *self
+                .ingest
+                .rejected_by_reason
+                .entry("dead-lettered by classify".to_owned())
+                .or_default() += dead_lettered;
+        }
+    }
+
+    /// What ingest made of the records, as `classify` answered.
+    pub fn ingest_tally(&self) -> IngestTally {
+        self.ingest.clone()
+    }
+
+    /// A technician job ingest queued: counted; whether it was seen leave the queue.
+    pub fn technician_job_queued(&mut self, job: &ExpectedJob) -> bool {
+        if let Some(t) = self.track(&job.sys_id) {
+            t.technician_jobs += 1;
+        }
+        self.left.contains(&(job.sys_id.clone(), job.version))
+    }
+
+    /// A technician job not seen leave: still in the store's queue at the end (it
+    /// waited since its record was produced), or cancelled by a newer version or a
+    /// resolution (it waited for nothing).
+    pub fn close_open_job(&mut self, job: &ExpectedJob, still_in_store: bool) {
+        let queued_at = self.produced.get(job.event).copied();
+        let Some(t) = self.track(&job.sys_id) else {
+            return;
+        };
+        match (still_in_store, queued_at) {
+            (true, Some(at)) => {
+                if t.still_queued.is_none_or(|(since, _)| at < since) {
+                    t.still_queued = Some((at, job.severity));
+                }
+            }
+            _ => t.cancelled_jobs += 1,
         }
     }
 

@@ -20,6 +20,7 @@ use stormgate_shared::clock::{EpochMillis, ManualClock};
 use stormgate_shared::event::{CdcHeaders, ParseLimits, parse_event};
 use stormgate_shared::ingest::{IngestContext, IngestPolicy, prepare};
 use stormgate_shared::job::{SummaryKind, Tier};
+use stormgate_shared::severity::Severity;
 use stormgate_shared::store::memory::MemoryStore;
 
 /// One summary a ticket version must end with.
@@ -29,10 +30,16 @@ pub struct ExpectedJob {
     pub number: String,
     pub version: u64,
     pub kind: SummaryKind,
+    /// The routing severity it is queued with (the classifier's).
+    pub severity: Severity,
+    /// The index of the event that queued it among the events given.
+    pub event: usize,
 }
 
-/// The jobs ingest queues for the latest version of each ticket among `events`.
-pub fn expected_jobs(events: &[Value]) -> anyhow::Result<BTreeSet<ExpectedJob>> {
+/// Every job ingest queues for `events` in their order: the real parser, classifier and
+/// ingest decide, and a version no newer than one already accepted queues nothing (a
+/// duplicate or stale record, as the store decides).
+pub fn ingested_jobs(events: &[Value]) -> anyhow::Result<Vec<ExpectedJob>> {
     let classifier = Classifier::embedded()?;
     let store = MemoryStore::new();
     let clock = ManualClock::default();
@@ -43,8 +50,9 @@ pub fn expected_jobs(events: &[Value]) -> anyhow::Result<BTreeSet<ExpectedJob>> 
         classifier: &classifier,
         policy: &policy,
     };
-    let mut latest: BTreeMap<String, (u64, Vec<ExpectedJob>)> = BTreeMap::new();
-    for event in events {
+    let mut accepted: BTreeMap<String, u64> = BTreeMap::new();
+    let mut jobs = Vec::new();
+    for (index, event) in events.iter().enumerate() {
         let raw = serde_json::to_vec(event)?;
         // An event the parser rejects is dead-lettered by classify: it owes no summary.
         let Ok(ticket) = parse_event(&raw, &CdcHeaders::default(), ParseLimits::default()) else {
@@ -53,22 +61,35 @@ pub fn expected_jobs(events: &[Value]) -> anyhow::Result<BTreeSet<ExpectedJob>> 
         let Ok(record) = prepare(ticket, &ctx, EpochMillis(0)) else {
             continue;
         };
-        let jobs = record
-            .jobs
-            .iter()
-            .map(|j| ExpectedJob {
-                sys_id: j.id.ticket.as_str().to_owned(),
-                number: j.number.clone(),
-                version: j.id.version,
-                kind: j.id.kind,
-            })
-            .collect();
-        let entry = latest
-            .entry(record.ticket.as_str().to_owned())
-            .or_insert((0, Vec::new()));
-        if record.version >= entry.0 {
-            *entry = (record.version, jobs);
+        let ticket = record.ticket.as_str().to_owned();
+        if accepted.get(&ticket).is_some_and(|&newest| record.version <= newest) {
+            continue;
         }
+        accepted.insert(ticket, record.version);
+        jobs.extend(record.jobs.iter().map(|j| ExpectedJob {
+            sys_id: j.id.ticket.as_str().to_owned(),
+            number: j.number.clone(),
+            version: j.id.version,
+            kind: j.id.kind,
+            severity: j.severity,
+            event: index,
+        }));
+    }
+    Ok(jobs)
+}
+
+/// The jobs ingest queues for the latest version of each ticket among `events`.
+pub fn expected_jobs(events: &[Value]) -> anyhow::Result<BTreeSet<ExpectedJob>> {
+    let mut latest: BTreeMap<String, (u64, Vec<ExpectedJob>)> = BTreeMap::new();
+    for job in ingested_jobs(events)? {
+        // Jobs come in the order ingest queued them: a newer version's replace the older.
+        let entry = latest
+            .entry(job.sys_id.clone())
+            .or_insert((job.version, Vec::new()));
+        if job.version != entry.0 {
+            *entry = (job.version, Vec::new());
+        }
+        entry.1.push(job);
     }
     Ok(latest.into_values().flat_map(|(_, jobs)| jobs).collect())
 }

@@ -14,12 +14,14 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use crate::job::Tier;
 use crate::tokens::Tokens;
 
-/// Azure OpenAI grants 6 requests per minute for every 1,000 tokens per minute.
-pub const RPM_PER_1000_TPM: u64 = 6;
-
 /// The span of Azure's token counter, which the ledger keeps its log for.
 pub const MINUTE_MS: u64 = 60_000;
 const AZURE_REQUEST_WINDOW_MS: u64 = 10_000;
+
+/// The shortest window Azure evaluates requests over ("typically 1 or 10 seconds", Microsoft Learn,
+/// "Manage Azure OpenAI quota", *Understanding rate limits*). Calls are sent within
+/// [`WindowLimits::send_requests`] per any such window (see [`crate::governor`]).
+pub const SEND_WINDOW_MS: u64 = 1_000;
 
 /// An Azure OpenAI deployment name: 1–64 of `[A-Za-z0-9._-]`, so it can sit inside a
 /// Redis key (and its hash tag) without escaping.
@@ -171,19 +173,22 @@ impl<'de> Deserialize<'de> for ShortWindow {
     }
 }
 
-/// One deployment's quota as configured (`STORMGATE_<TIER>_TPM`), and the tier it serves.
+/// One deployment's quota as configured (`STORMGATE_<TIER>_TPM` and `_RPM`), and the tier it serves.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeploymentBudget {
     pub tier: Tier,
     pub deployment: DeploymentName,
     /// Tokens per minute (Bicep capacity × 1000).
     pub tpm: u64,
+    /// Requests per minute Azure grants the deployment: its model's ratio to the TPM, which varies
+    /// (1 per 1,000 TPM for the gpt-4.1 family, 6 for gpt-4o; [`crate::model_quota`]).
+    pub rpm: u64,
 }
 
 impl DeploymentBudget {
     /// Requests per minute Azure grants this deployment.
     pub fn rpm(&self) -> u64 {
-        self.tpm.saturating_mul(RPM_PER_1000_TPM) / 1000
+        self.rpm
     }
 }
 
@@ -241,6 +246,14 @@ pub struct WindowLimits {
     pub requests: u64,
     /// Tokens admitted (as charged) in any 60 s never exceed this: `TPM × (1 − headroom)`.
     pub minute_tokens: u64,
+    /// Calls sent in any [`SEND_WINDOW_MS`] never exceed this: the 1 s share of the RPM after
+    /// headroom, at least 1 (Azure's own 1 s evaluation cannot refuse a second's first request).
+    #[serde(default = "one")]
+    pub send_requests: u64,
+}
+
+fn one() -> u64 {
+    1
 }
 
 impl WindowLimits {
@@ -263,11 +276,13 @@ impl WindowLimits {
             .min(minute_tokens);
         let azure_requests = budget.rpm() / per_minute;
         let requests = (headroom.apply(budget.rpm()) / per_minute).max(azure_requests.min(1));
+        let send_requests = (headroom.apply(budget.rpm()) * SEND_WINDOW_MS / MINUTE_MS).max(1);
         WindowLimits {
             window_ms: window.as_millis(),
             tokens,
             requests,
             minute_tokens,
+            send_requests,
         }
     }
 
@@ -281,11 +296,13 @@ impl WindowLimits {
 mod tests {
     use super::*;
 
+    /// A gpt-4o deployment: 6 requests per minute per 1,000 tokens per minute.
     fn budget(tpm: u64) -> DeploymentBudget {
         DeploymentBudget {
             tier: Tier::Premium,
             deployment: "gpt-4o".parse().unwrap(),
             tpm,
+            rpm: tpm * 6 / 1_000,
         }
     }
 
@@ -300,7 +317,26 @@ mod tests {
         assert_eq!(l.tokens, 22_500); // 150k × 0.9 / 6
         assert_eq!(l.minute_tokens, 135_000);
         assert_eq!(l.requests, 135); // 900 RPM × 0.9 / 6
+        assert_eq!(l.send_requests, 13); // 900 RPM × 0.9 / 60
         assert_eq!(l.window_ms, 10_000);
+    }
+
+    #[test]
+    fn request_limits_follow_the_configured_rpm_not_a_fixed_ratio() {
+        // gpt-4.1 at 150,000 TPM: 150 RPM, a sixth of what gpt-4o gets.
+        let gpt_4_1 = DeploymentBudget {
+            rpm: 150,
+            ..budget(150_000)
+        };
+        let l = WindowLimits::for_budget(
+            &gpt_4_1,
+            Headroom::DEFAULT,
+            ShortWindow::DEFAULT,
+            BurstFactor::DEFAULT,
+        );
+        assert_eq!(l.requests, 22); // 150 × 0.9 / 6
+        assert_eq!(l.send_requests, 2); // 150 × 0.9 / 60
+        assert_eq!(l.minute_tokens, 135_000);
     }
 
     #[test]

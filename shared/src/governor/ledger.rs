@@ -31,6 +31,15 @@
 //!   external reservation counts in every admission, in the minute and the short window
 //!   alike (`charged + external + cost ≤ limit`, `count + external + 1 ≤ limit`), and a
 //!   deferral's `retry_at` accounts for its release at its end.
+//! - Sending: the call an admission pays for takes its place in the windows at the instant it
+//!   is sent ([`Ledger::admit_send`]). A send is admitted under the same rules, computed as if
+//!   the reservation it replaces (the dispatcher's hold, if any, still in the window) were gone,
+//!   plus one more: fewer than `limits.send_requests` sends in `(t − 1 s, t]`. Admitting it
+//!   removes the replaced entry (its charge leaves both windows) and records `(t, cost)` as a
+//!   sent entry; a deferral leaves the replaced entry where it was, and its `retry_at` also
+//!   waits for the 1 s window. Holds never count in the 1 s window: only sends do. A send's
+//!   charge counts as used at once; reconciling it later (a failed call, given back) adjusts
+//!   the charge and the used total by the difference, once.
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -54,6 +63,10 @@ pub struct Reservation {
     pub tokens: Tokens,
     /// On the ledger's timeline.
     pub admitted_at: EpochMillis,
+    /// A send ([`Ledger::admit_send`]): its charge counts as used already, so settling it at
+    /// that same charge changes nothing and needs no round trip to the ledger.
+    #[serde(default)]
+    pub sent: bool,
 }
 
 /// What the ledger answers for one admission request.
@@ -170,6 +183,17 @@ pub trait Ledger: Send + Sync + std::fmt::Debug {
         deployment: &DeploymentName,
         limits: &WindowLimits,
         cost: Tokens,
+        now: EpochMillis,
+    ) -> Result<Admission, LedgerError>;
+
+    /// Admits the call that is about to be sent, now, in place of `replacing` (the dispatcher's
+    /// hold for it, when there is one): see the module docs. Never answers `TooLarge`.
+    async fn admit_send(
+        &self,
+        deployment: &DeploymentName,
+        limits: &WindowLimits,
+        cost: Tokens,
+        replacing: Option<ReservationId>,
         now: EpochMillis,
     ) -> Result<Admission, LedgerError>;
 

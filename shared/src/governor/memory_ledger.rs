@@ -7,7 +7,7 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 
-use super::budget::{DeploymentName, MINUTE_MS, WindowLimits};
+use super::budget::{DeploymentName, MINUTE_MS, SEND_WINDOW_MS, WindowLimits};
 use super::ledger::{
     Admission, ExternalUsage, Ledger, LedgerError, LedgerSnapshot, Reconciliation,
     ReportedRemaining, Reservation, ReservationId, ThrottleKind,
@@ -29,12 +29,16 @@ struct WindowState {
     entries: VecDeque<(u64, u64)>,
     charges: HashMap<u64, u64>,
     reconciled: HashSet<u64>,
+    /// Sends, whose charge counts as used until they are reconciled (see the ledger rules).
+    settled_at_send: HashSet<u64>,
     /// Charged tokens of every entry (the last minute's).
     minute_tokens: u64,
     /// The entries of the short window (the newest of `entries`), and their charges:
     /// kept as they come and go so that no admission walks the window.
     short: VecDeque<(u64, u64)>,
     short_tokens: u64,
+    /// Instants of the calls sent in the last [`SEND_WINDOW_MS`], oldest first.
+    sent: VecDeque<u64>,
     cooldown_until: u64,
     down_until: u64,
     /// The external reservation and when it ends (see the ledger rules).
@@ -63,6 +67,12 @@ impl WindowState {
             self.short.pop_front();
             self.short_tokens = self.short_tokens.saturating_sub(self.charge(id));
         }
+        while let Some(&at) = self.sent.front() {
+            if at.saturating_add(SEND_WINDOW_MS) > t {
+                break;
+            }
+            self.sent.pop_front();
+        }
         while let Some(&(at, id)) = self.entries.front() {
             if at.saturating_add(MINUTE_MS) > t {
                 break;
@@ -71,6 +81,7 @@ impl WindowState {
             let charge = self.charges.remove(&id).unwrap_or(0);
             self.minute_tokens = self.minute_tokens.saturating_sub(charge);
             self.reconciled.remove(&id);
+            self.settled_at_send.remove(&id);
         }
         t
     }
@@ -100,12 +111,38 @@ impl WindowState {
 
     /// What could be admitted at `t` without waiting: (tokens, requests).
     fn free(&self, limits: &WindowLimits, t: u64) -> (u64, u64) {
+        self.free_without(limits, t, None)
+    }
+
+    /// A hold's share of the windows while it is still in them: (its charge, whether it is in
+    /// the short window). `(0, false)` when there is none, or it has left the minute.
+    fn hold_share(&self, hold: Option<u64>) -> (u64, bool) {
+        match hold {
+            Some(id) if self.charges.contains_key(&id) => {
+                (self.charge(id), self.short.iter().any(|&(_, i)| i == id))
+            }
+            _ => (0, false),
+        }
+    }
+
+    /// What could be admitted at `t` if entry `hold` were gone: (tokens, requests).
+    fn free_without(&self, limits: &WindowLimits, t: u64, hold: Option<u64>) -> (u64, u64) {
         let (ext_tokens, ext_requests) = self.external(t);
         let (short_tokens, short_requests) = self.short_totals();
+        let (held, in_short) = self.hold_share(hold);
+        let (short_tokens, short_requests) = if in_short {
+            (
+                short_tokens.saturating_sub(held),
+                short_requests.saturating_sub(1),
+            )
+        } else {
+            (short_tokens, short_requests)
+        };
+        let minute_tokens = self.minute_tokens.saturating_sub(held);
         let tokens = limits.tokens.saturating_sub(short_tokens + ext_tokens).min(
             limits
                 .minute_tokens
-                .saturating_sub(self.minute_tokens + ext_tokens),
+                .saturating_sub(minute_tokens + ext_tokens),
         );
         let requests = limits
             .requests
@@ -117,30 +154,77 @@ impl WindowState {
     /// left both windows enough for `cost` to fit. Both conditions only get easier as
     /// entries leave, so it is the later of the two windows' own instants.
     fn room_at(&self, limits: &WindowLimits, cost: u64, t: u64) -> u64 {
+        self.room_at_without(limits, cost, t, None)
+    }
+
+    /// [`Self::room_at`] as if entry `hold` were gone.
+    fn room_at_without(&self, limits: &WindowLimits, cost: u64, t: u64, hold: Option<u64>) -> u64 {
         let (ext_tokens, ext_requests) = self.external(t);
         let ext = (self.ext_until, ext_tokens, ext_requests);
+        let (held, in_short) = self.hold_share(hold);
+        let other = |id: u64| Some(id) != hold;
         let minute = earliest_room(
-            i128::from(self.minute_tokens + ext_tokens + cost) - i128::from(limits.minute_tokens),
+            i128::from(self.minute_tokens.saturating_sub(held) + ext_tokens + cost)
+                - i128::from(limits.minute_tokens),
             0,
             self.entries
                 .iter()
+                .filter(|&&(_, id)| other(id))
                 .map(|&(at, id)| (at + MINUTE_MS, self.charge(id), 0)),
             ext,
             t,
         )
         .unwrap_or(t + MINUTE_MS);
         let (short_tokens, short_requests) = self.short_totals();
+        let (short_tokens, short_requests) = if in_short {
+            (
+                short_tokens.saturating_sub(held),
+                short_requests.saturating_sub(1),
+            )
+        } else {
+            (short_tokens, short_requests)
+        };
         let short = earliest_room(
             i128::from(short_tokens + ext_tokens + cost) - i128::from(limits.tokens),
             i128::from(short_requests + ext_requests + 1) - i128::from(limits.requests),
             self.short
                 .iter()
+                .filter(|&&(_, id)| other(id))
                 .map(|&(at, id)| (at + limits.window_ms, self.charge(id), 1)),
             ext,
             t,
         )
         .unwrap_or(t + limits.window_ms);
         minute.max(short)
+    }
+
+    /// When the 1 s window of sends has room for one more: `t` if it has now.
+    fn send_room_at(&self, limits: &WindowLimits, t: u64) -> u64 {
+        let sent = self.sent.len() as u64;
+        if sent < limits.send_requests {
+            return t;
+        }
+        // The send that must leave the window for one more to fit.
+        let index = usize::try_from(sent - limits.send_requests).unwrap_or(0);
+        self.sent.get(index).map_or(t, |&at| at + SEND_WINDOW_MS)
+    }
+
+    /// Takes entry `id` out of the ledger (a hold a send replaces); its charge leaves both
+    /// windows. Answers the charge it had.
+    fn release(&mut self, id: u64) -> u64 {
+        let Some(charge) = self.charges.remove(&id) else {
+            return 0;
+        };
+        self.settled_at_send.remove(&id);
+        self.entries.retain(|&(_, i)| i != id);
+        let before = self.short.len();
+        self.short.retain(|&(_, i)| i != id);
+        if self.short.len() < before {
+            self.short_tokens = self.short_tokens.saturating_sub(charge);
+        }
+        self.minute_tokens = self.minute_tokens.saturating_sub(charge);
+        self.reconciled.remove(&id);
+        charge
     }
 
     /// Applies a report of what the deployment has left (see the ledger rules).
@@ -271,6 +355,63 @@ impl Ledger for MemoryLedger {
                 deployment: deployment.clone(),
                 tokens: cost,
                 admitted_at: EpochMillis(t),
+                sent: false,
+            })
+        })
+    }
+
+    async fn admit_send(
+        &self,
+        deployment: &DeploymentName,
+        limits: &WindowLimits,
+        cost: Tokens,
+        replacing: Option<ReservationId>,
+        now: EpochMillis,
+    ) -> Result<Admission, LedgerError> {
+        self.with_state(deployment, |s| {
+            let t = s.advance(now, limits.window_ms);
+            if s.down_until > t {
+                return Admission::Down {
+                    until: EpochMillis(s.down_until),
+                };
+            }
+            if s.cooldown_until > t {
+                return Admission::CoolingDown {
+                    until: EpochMillis(s.cooldown_until),
+                };
+            }
+            let hold = replacing.map(|r| r.0);
+            let (free_tokens, free_requests) = s.free_without(limits, t, hold);
+            let send_room = s.send_room_at(limits, t);
+            let fits = cost.0 <= free_tokens && free_requests >= 1 && send_room <= t;
+            if !fits {
+                s.deferred += 1;
+                let room = s.room_at_without(limits, cost.0, t, hold);
+                return Admission::Deferred {
+                    retry_at: EpochMillis(room.max(send_room)),
+                };
+            }
+            let released = hold.map_or(0, |id| s.release(id));
+            if hold.is_none() {
+                s.admitted += 1;
+            }
+            s.refunded_tokens += released;
+            s.seq += 1;
+            s.entries.push_back((t, s.seq));
+            s.short.push_back((t, s.seq));
+            s.sent.push_back(t);
+            s.charges.insert(s.seq, cost.0);
+            s.settled_at_send.insert(s.seq);
+            s.minute_tokens += cost.0;
+            s.short_tokens += cost.0;
+            s.reserved_tokens += cost.0;
+            s.used_tokens += cost.0;
+            Admission::Admitted(Reservation {
+                id: ReservationId(s.seq),
+                deployment: deployment.clone(),
+                tokens: cost,
+                admitted_at: EpochMillis(t),
+                sent: true,
             })
         })
     }
@@ -285,7 +426,12 @@ impl Ledger for MemoryLedger {
             if s.reconciled.contains(&id) {
                 return Reconciliation::Settled;
             }
-            s.used_tokens += used.0;
+            let counted = if s.settled_at_send.remove(&id) {
+                s.charges.get(&id).copied().unwrap_or(0)
+            } else {
+                0
+            };
+            s.used_tokens = (s.used_tokens + used.0).saturating_sub(counted);
             let Some(charge) = s.charges.get_mut(&id) else {
                 return Reconciliation::Settled;
             };

@@ -2,13 +2,14 @@
 //!
 //! # What it mirrors
 //! Azure OpenAI charges a call at arrival: its estimated prompt tokens plus `max_tokens`.
-//! Quota is per deployment, RPM is 6 per 1,000 TPM, and both are evaluated over short
-//! windows, so a minute's budget sent in one burst is refused. The governor charges the
-//! same way ([`Governor::admit`] takes estimate + max_tokens), keeps a configurable
-//! [`Headroom`], settles each reservation once the call is answered with what the
-//! limiter charged the request actually sent ([`Governor::reconcile`] with
-//! [`crate::metering::request_arrival_charge`]: the arrival estimate, not the billed
-//! `usage`, which for log-heavy prompts is higher and would leave quota unused), and turns any worker's 429 into a cooldown every
+//! Quota is per deployment, each deployment's RPM is its model's ratio to the TPM (1 per
+//! 1,000 for gpt-4.1, 6 for gpt-4o: [`DeploymentBudget::rpm`]), and requests are evaluated
+//! over short windows (1 s or 10 s), so a minute's budget sent in one burst is refused. The
+//! governor charges at least what any reading of that estimate counts
+//! ([`crate::metering::request_arrival_charge`]: 3/8 token per prompt character plus framing,
+//! plus `max_tokens`), keeps a configurable [`Headroom`], charges each call as it is sent
+//! (not the billed `usage`, which is not what the limiter counts), gives back what a failed
+//! call did not cost ([`Governor::reconcile`]), and turns any worker's 429 into a cooldown every
 //! instance respects ([`Governor::report_throttle`]); a Retry-After at or beyond
 //! [`GovernorPolicy::down_after`] (a daily quota says 86400 s) marks the deployment down
 //! so work spills instead of waiting. What the deployment says it has left
@@ -20,14 +21,21 @@
 //!
 //! # The algorithm: an exact sliding-window log over the minute and a short window
 //! Each deployment keeps the log of admissions in the last 60 s with their current
-//! charges. A call is admitted at `t` only if
+//! charges. The dispatcher admits a call (a *hold*, [`Governor::admit`]); when the tier worker
+//! sends it, the call is admitted again at that instant in the hold's place
+//! ([`Governor::send`]: the hold's entry leaves the log, the send's enters at the send time), and
+//! retries are admitted at their send time too. So every entry of the log that stands for a
+//! call sent to Azure carries the instant it was sent, however long the Storage-queue hand-off
+//! took. A call is admitted at `t` only if
 //! - over the entries admitted in `(t − 60 s, t]`, `charged + cost ≤ L_min = TPM·(1 − h)`
 //!   (Azure's per-minute token counter), and
 //! - over the entries admitted in `(t − W, t]` (W, the [`ShortWindow`], divides 10 s),
 //!   `charged + cost ≤ L_tok = min(L_min, b·L_min·W/60 s)` and
 //!   `count + 1 ≤ L_req = RPM·(1 − h)·W/60 s` (Azure's short request window; `b` is the
 //!   [`BurstFactor`], so a short window may hold `b` times its even share of tokens,
-//!   which keeps calls from fragmenting the window, but never the whole minute's).
+//!   which keeps calls from fragmenting the window, but never the whole minute's), and
+//! - for a send, fewer than `L_send = max(1, RPM·(1 − h)/60)` sends in `(t − 1 s, t]`
+//!   (Azure's 1 s evaluation; holds do not count there).
 //!
 //! Chosen over a token bucket because a bucket of rate `r` and burst `b` lets
 //! `b + 60 s·r` through in a minute: to *prove* the minute bound it must run below the
@@ -45,8 +53,13 @@
 //! disjoint union of `10 s/W` windows of length `W`, so it holds at most `RPM·(1 − h)/6`
 //! requests, and a minute at most `RPM·(1 − h)`. (For a deployment so small that
 //! `RPM·(1 − h)·W/60 s < 1`, `L_req` is raised to 1 only if Azure's own `RPM·W/60 s ≥ 1`:
-//! never above Azure's limit.) The property tests in `tests/governor_props.rs`
-//! check exactly these statements on random arrivals, sizes and completion times.
+//! never above Azure's limit.) Removing an entry (a hold its send replaces) only lowers what
+//! any window holds, so the argument stands with holds in the log; the same argument over the
+//! log of sends alone gives at most `L_send` sends in any 1 s. The entries are stamped with the
+//! callers' clocks, so these are bounds on send times; Azure sees them shifted by the network
+//! latency, which the headroom absorbs. The property tests in `tests/governor_props.rs` check
+//! these statements on random arrivals, sizes and completion times, and `tests/strict_metering.rs`
+//! checks them on the simulator's own record of a storm replay.
 //!
 //! A refund frees budget as soon as the call is answered: the request actually sent is
 //! usually smaller than its reservation (a group shares one system prompt, a retry may
@@ -225,6 +238,33 @@ impl Governor {
         Ok(admission)
     }
 
+    /// Admits the call that is about to be sent, now, charging `cost` (the estimate of the request
+    /// exactly as sent), in place of `replacing` (the dispatcher's hold for it, if any): the call
+    /// takes the hold's place in the windows at the instant it goes out, and no more than
+    /// [`WindowLimits::send_requests`] calls go out in any second (see the module docs).
+    pub async fn send(
+        &self,
+        deployment: &DeploymentName,
+        cost: Tokens,
+        replacing: Option<&Reservation>,
+        now: EpochMillis,
+    ) -> Result<Admission, GovernorError> {
+        let limits = self.configured(deployment)?.limits;
+        if cost > limits.largest_call() || limits.requests == 0 {
+            return Ok(Admission::TooLarge {
+                tokens: cost,
+                limit: limits.largest_call(),
+            });
+        }
+        let replacing = replacing
+            .filter(|hold| &hold.deployment == deployment)
+            .map(|hold| hold.id);
+        Ok(self
+            .ledger
+            .admit_send(deployment, &limits, cost, replacing, now)
+            .await?)
+    }
+
     /// Settles a reservation with what the deployment's limiter charged the call (its
     /// arrival estimate of the request sent); `Tokens::ZERO` when the call was never made.
     pub async fn reconcile(
@@ -233,6 +273,11 @@ impl Governor {
         used: Tokens,
     ) -> Result<Reconciliation, GovernorError> {
         self.configured(&reservation.deployment)?;
+        if reservation.sent && used == reservation.tokens {
+            // A send's charge is counted as it goes out: settling it at that charge changes
+            // nothing, so an admitted job costs the ledger two round trips, its hold and its send.
+            return Ok(Reconciliation::Settled);
+        }
         Ok(self.ledger.reconcile(reservation, used).await?)
     }
 

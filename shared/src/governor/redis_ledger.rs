@@ -1,11 +1,13 @@
 //! The fleet-wide ledger: the ledger rules as Redis Lua scripts, one atomic script
 //! (one EVALSHA round trip) per operation.
 //!
-//! Per deployment four keys share one hash tag (`<prefix>:{<deployment>}:…`) so the
+//! Per deployment six keys share one hash tag (`<prefix>:{<deployment>}:…`) so the
 //! scripts stay single-slot on a clustered Redis: a state hash (timeline, running
 //! token total, cooldown/down, counters), the window's sorted set of reservation ids
-//! scored by admission time, their charges, and the set of reconciled ids. An admitted
-//! job costs two round trips in all: its admission and its reconciliation.
+//! scored by admission time, their charges, the set of reconciled ids, the short window's
+//! sorted set, and the sorted set of the last second's sends. An admitted job costs three
+//! round trips in all: its admission (the dispatcher's hold), its send (the hold replaced by
+//! the call at the instant it goes out) and its reconciliation.
 //!
 //! Time comes from the callers' `now`, never from Redis's clock, so the same scripts run
 //! on a virtual clock in the storm lab. The ledger's timeline is the latest `now` any
@@ -29,6 +31,8 @@ use crate::tokens::Tokens;
 const PRELUDE: &str = include_str!("lua/advance.lua");
 
 static ADMIT: LazyLock<Script> = LazyLock::new(|| with_prelude(include_str!("lua/admit.lua")));
+static ADMIT_SEND: LazyLock<Script> =
+    LazyLock::new(|| with_prelude(include_str!("lua/admit_send.lua")));
 static RECONCILE: LazyLock<Script> =
     LazyLock::new(|| with_prelude(include_str!("lua/reconcile.lua")));
 static THROTTLE: LazyLock<Script> =
@@ -65,7 +69,7 @@ impl RedisLedger {
         }
     }
 
-    fn keys(&self, deployment: &DeploymentName) -> [String; 5] {
+    fn keys(&self, deployment: &DeploymentName) -> [String; 6] {
         let base = format!("{}:{{{}}}", self.prefix, deployment.as_str());
         [
             format!("{base}:state"),
@@ -73,13 +77,21 @@ impl RedisLedger {
             format!("{base}:charges"),
             format!("{base}:reconciled"),
             format!("{base}:short"),
+            format!("{base}:sent"),
         ]
     }
 
     /// Loads every script so the first admission is a single EVALSHA.
     pub async fn preload(&self) -> Result<(), LedgerError> {
         let mut conn = self.conn.clone();
-        for script in [&*ADMIT, &*RECONCILE, &*THROTTLE, &*SNAPSHOT, &*OBSERVE] {
+        for script in [
+            &*ADMIT,
+            &*ADMIT_SEND,
+            &*RECONCILE,
+            &*THROTTLE,
+            &*SNAPSHOT,
+            &*OBSERVE,
+        ] {
             script.prepare_invoke().load_async(&mut conn).await?;
         }
         Ok(())
@@ -95,7 +107,7 @@ impl Ledger for RedisLedger {
         cost: Tokens,
         now: EpochMillis,
     ) -> Result<Admission, LedgerError> {
-        let (kind, a, b): (String, u64, u64) = ADMIT
+        let answer: (String, u64, u64) = ADMIT
             .key(&self.keys(deployment))
             .arg(now.0)
             .arg(cost.0)
@@ -105,24 +117,30 @@ impl Ledger for RedisLedger {
             .arg(limits.minute_tokens)
             .invoke_async(&mut self.conn.clone())
             .await?;
-        match kind.as_str() {
-            "admitted" => Ok(Admission::Admitted(Reservation {
-                id: ReservationId(a),
-                deployment: deployment.clone(),
-                tokens: cost,
-                admitted_at: EpochMillis(b),
-            })),
-            "deferred" => Ok(Admission::Deferred {
-                retry_at: EpochMillis(a),
-            }),
-            "cooling_down" => Ok(Admission::CoolingDown {
-                until: EpochMillis(a),
-            }),
-            "down" => Ok(Admission::Down {
-                until: EpochMillis(a),
-            }),
-            other => Err(LedgerError::Corrupt(format!("admit answered {other:?}"))),
-        }
+        admission(deployment, cost, answer)
+    }
+
+    async fn admit_send(
+        &self,
+        deployment: &DeploymentName,
+        limits: &WindowLimits,
+        cost: Tokens,
+        replacing: Option<ReservationId>,
+        now: EpochMillis,
+    ) -> Result<Admission, LedgerError> {
+        let answer: (String, u64, u64) = ADMIT_SEND
+            .key(&self.keys(deployment))
+            .arg(now.0)
+            .arg(cost.0)
+            .arg(limits.window_ms)
+            .arg(limits.tokens)
+            .arg(limits.requests)
+            .arg(limits.minute_tokens)
+            .arg(limits.send_requests)
+            .arg(replacing.map(|id| id.0.to_string()).unwrap_or_default())
+            .invoke_async(&mut self.conn.clone())
+            .await?;
+        admission(deployment, cost, answer)
     }
 
     async fn reconcile(
@@ -249,5 +267,32 @@ fn external_usage(tokens: u64, requests: u64, until: u64) -> ExternalUsage {
         tokens,
         requests,
         until: active.then_some(EpochMillis(until)),
+    }
+}
+
+/// An admission script's answer as an [`Admission`].
+fn admission(
+    deployment: &DeploymentName,
+    cost: Tokens,
+    (kind, a, b): (String, u64, u64),
+) -> Result<Admission, LedgerError> {
+    match kind.as_str() {
+        "admitted" | "sent" => Ok(Admission::Admitted(Reservation {
+            id: ReservationId(a),
+            deployment: deployment.clone(),
+            tokens: cost,
+            admitted_at: EpochMillis(b),
+            sent: kind == "sent",
+        })),
+        "deferred" => Ok(Admission::Deferred {
+            retry_at: EpochMillis(a),
+        }),
+        "cooling_down" => Ok(Admission::CoolingDown {
+            until: EpochMillis(a),
+        }),
+        "down" => Ok(Admission::Down {
+            until: EpochMillis(a),
+        }),
+        other => Err(LedgerError::Corrupt(format!("admit answered {other:?}"))),
     }
 }

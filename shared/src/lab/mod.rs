@@ -3,10 +3,14 @@
 //! [`simulator`] is the Azure OpenAI simulator's core (also served over HTTP by
 //! `stormgate simulate`).
 
+pub mod history;
+pub mod plan;
 pub mod replay;
 pub mod report;
 pub mod rng;
 pub mod scenario;
 pub mod simulator;
+pub mod slo;
+pub mod soak;
 pub mod trace;
 pub mod virtual_time;

@@ -29,11 +29,12 @@ use crate::classifier::Classifier;
 use crate::clock::{Clock, EpochMillis};
 use crate::dispatch_policy::DispatchConfig;
 use crate::dispatcher::{DispatchContext, dispatch_once};
+use crate::event::parse_event;
 use crate::governor::{
     DeploymentBudget, DeploymentName, Governor, GovernorPolicy, Ledger, MemoryLedger,
 };
-use crate::ingest::{IngestContext, IngestPolicy, RawEvent, classify_batch};
-use crate::job::{SummaryKind, Tier};
+use crate::ingest::{IngestContext, IngestPolicy, RawEvent, classify_batch, prepare};
+use crate::job::{JobId, SummaryKind, Tier};
 use crate::lab::scenario::{Scenario, ScenarioError};
 use crate::lab::simulator::{
     DeploymentConfig, InProcessSimulator, Latency, SimulatorConfig, SimulatorCore,
@@ -41,9 +42,10 @@ use crate::lab::simulator::{
 use crate::lab::trace::TraceEvent;
 use crate::lab::virtual_time::{Shared, VirtualClock, VirtualTime};
 use crate::llm::{ChatMessage, ChatRequest, LlmClient, LlmError, Role};
+use crate::metering::MeterReading;
 use crate::severity::Severity;
 use crate::store::memory::MemoryStore;
-use crate::store::{Lease, Store};
+use crate::store::{IngestOutcome, IngestRecord, Lease, Store};
 use crate::summarize::{Deployment, SummarizeSettings, SummarySource, TierWorker};
 
 /// The policies a replay can compare.
@@ -94,6 +96,11 @@ pub struct ReplayOptions {
     pub sample_period: Duration,
     /// How long after the last arrival work may still drain.
     pub drain_limit: Duration,
+    /// The stormgate policy's governor (headroom, window, burst); `stormgate plan` varies
+    /// the headroom.
+    pub governor: GovernorPolicy,
+    /// How the simulated deployments read Azure's metering.
+    pub reading: MeterReading,
 }
 
 impl Default for ReplayOptions {
@@ -105,6 +112,8 @@ impl Default for ReplayOptions {
             dispatch_period: Duration::from_secs(5),
             sample_period: Duration::from_secs(10),
             drain_limit: Duration::from_secs(3 * 3_600),
+            governor: GovernorPolicy::default(),
+            reading: MeterReading::default(),
         }
     }
 }
@@ -137,11 +146,37 @@ pub struct TicketTrack {
     #[serde(default)]
     pub queued_severity: Option<Severity>,
     pub extractive_only: bool,
+    /// Technician jobs ingest queued for the ticket (one per accepted version that
+    /// was not closed); under naive, its technician call chains.
+    #[serde(default)]
+    pub technician_jobs: u32,
+    /// Of those, jobs cancelled before they left the queue: a newer version replaced
+    /// them, or the ticket was resolved. They waited for nothing, and count in no wait.
+    #[serde(default)]
+    pub cancelled_jobs: u32,
+    /// A technician job still queued when the run ended: since when, queued at which
+    /// severity. It waited until the end of the run.
+    #[serde(default)]
+    pub still_queued: Option<(EpochMillis, Severity)>,
+    /// Technician jobs queued and not yet seen leave: version, queued at, severity.
+    #[serde(skip)]
+    open_jobs: Vec<OpenJob>,
 }
 
 impl TicketTrack {
+    /// The track of a ticket that first arrived at `arrived`, nothing else known yet.
+    pub fn arriving(number: String, severity: Severity, arrived: EpochMillis) -> TicketTrack {
+        TicketTrack {
+            number,
+            severity: Some(severity),
+            arrived,
+            ..TicketTrack::default()
+        }
+    }
+
     /// A technician job of this ticket left the queue at `now`.
     pub fn record_wait(&mut self, lease: &Lease, now: EpochMillis) {
+        self.open_jobs.retain(|j| j.0 != lease.job.id.version);
         let waited =
             u64::try_from(now.since(lease.job.enqueued_at).as_millis()).unwrap_or(u64::MAX);
         if waited >= self.max_wait_ms || self.queued_severity.is_none() {
@@ -150,6 +185,9 @@ impl TicketTrack {
         }
     }
 }
+
+/// A technician job queued and not yet seen leave: version, queued at, severity.
+type OpenJob = (u64, EpochMillis, Severity);
 
 /// One sample of the gauges.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -174,6 +212,23 @@ pub struct PolicyRun {
     pub started: EpochMillis,
     pub finished: EpochMillis,
     pub wakes: u64,
+    /// How the simulated deployments read Azure's metering in this run.
+    #[serde(default)]
+    pub reading: MeterReading,
+    /// What ingest made of the trace's events (stormgate only: naive has no ingest).
+    #[serde(default)]
+    pub ingest: Option<IngestTally>,
+}
+
+/// What ingest made of the events a replay fed it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IngestTally {
+    pub accepted: u64,
+    /// The same or an older version than one stored (a counted no-op).
+    pub duplicate_or_stale: u64,
+    /// Dead-lettered: the event parser or the store refused it.
+    pub rejected: u64,
+    pub rejected_by_reason: BTreeMap<String, u64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -187,6 +242,25 @@ pub struct DeploymentTotals {
     /// The most tokens the deployment's meter held in its minute window at any instant.
     #[serde(default)]
     pub peak_window_tokens: u64,
+    /// Requests per minute of the deployment.
+    #[serde(default)]
+    pub rpm: u64,
+    /// Admitted requests the simulator's reading charged more than the governor did.
+    #[serde(default)]
+    pub undercharged: u64,
+    /// The largest charge under the simulator's reading, in thousandths of the governor's.
+    #[serde(default)]
+    pub largest_charge_permille: u64,
+    /// Strict reading: the largest tokenizer count of a prompt, in thousandths of its
+    /// characters / 4.
+    #[serde(default)]
+    pub largest_tokenized_permille: u64,
+    /// The admitted requests: (arrival, charge under the simulator's reading), as the
+    /// simulator kept them (see `charges_dropped`).
+    #[serde(skip)]
+    pub charges: Vec<(EpochMillis, u64)>,
+    #[serde(default)]
+    pub charges_dropped: u64,
 }
 
 /// Called with the fraction of the current policy done, for progress bars.
@@ -214,7 +288,25 @@ pub async fn replay_trace(
     options: &ReplayOptions,
     progress: Progress<'_>,
 ) -> Result<Vec<PolicyRun>, ReplayError> {
-    let plan = Rc::new(trace);
+    replay_prepared(
+        scenario,
+        Arc::new(PreparedTrace::lazy(trace)),
+        options,
+        progress,
+    )
+    .await
+}
+
+/// Runs every policy of `options` on a trace whose ingest may have been computed
+/// beforehand ([`PreparedTrace::prepare`]): the same results as [`replay_trace`], less
+/// the ingest's CPU, for replays of one trace under several quotas.
+pub async fn replay_prepared(
+    scenario: &Scenario,
+    trace: Arc<PreparedTrace>,
+    options: &ReplayOptions,
+    progress: Progress<'_>,
+) -> Result<Vec<PolicyRun>, ReplayError> {
+    let plan = trace;
     let mut runs = Vec::new();
     for &policy in &options.policies {
         let local = tokio::task::LocalSet::new();
@@ -232,23 +324,26 @@ pub async fn replay_trace(
     Ok(runs)
 }
 
-/// The simulator both policies call: the scenario's two deployments.
-pub fn simulator_config(scenario: &Scenario, seed: u64) -> SimulatorConfig {
+/// The simulator both policies call: the scenario's two deployments, read as `reading` says.
+pub fn simulator_config(scenario: &Scenario, seed: u64, reading: MeterReading) -> SimulatorConfig {
     let deployment = |d: &crate::lab::scenario::DeploymentSpec| {
         let mut c = DeploymentConfig::new(&d.deployment, &d.model, d.tpm);
+        c.rpm = d.requests_per_minute().ok();
         c.latency = Latency {
             first_token_ms: d.first_token_ms,
             per_output_token_ms: d.per_output_token_ms,
         };
         c
     };
-    SimulatorConfig::new(
+    let mut config = SimulatorConfig::new(
         seed,
         vec![
             deployment(&scenario.premium),
             deployment(&scenario.standard),
         ],
-    )
+    );
+    config.reading = reading;
+    config
 }
 
 struct Recorder {
@@ -260,6 +355,7 @@ struct Recorder {
     /// Jobs pending in stormgate's queues at the last dispatch tick.
     pending: u64,
     arrivals_done: bool,
+    ingest: IngestTally,
 }
 
 impl Recorder {
@@ -272,7 +368,7 @@ impl Recorder {
 async fn run_policy(
     policy: PolicyName,
     scenario: &Scenario,
-    plan: Rc<Vec<TraceEvent>>,
+    plan: Arc<PreparedTrace>,
     options: &ReplayOptions,
     progress: Progress<'_>,
 ) -> Result<PolicyRun, ReplayError> {
@@ -282,6 +378,7 @@ async fn run_policy(
     let core = Arc::new(SimulatorCore::new(&simulator_config(
         scenario,
         options.seed,
+        options.reading,
     )));
     let client = Arc::new(ThrottleCounting {
         inner: InProcessSimulator::new(
@@ -300,20 +397,24 @@ async fn run_policy(
         in_flight: 0,
         pending: 0,
         arrivals_done: false,
+        ingest: IngestTally::default(),
     }));
-    let last_arrival = plan.last().map(|e| e.at()).unwrap_or(start);
+    let last_arrival = plan.events.last().map(|e| e.at()).unwrap_or(start);
     let horizon = last_arrival.plus(options.drain_limit);
 
-    match policy {
-        PolicyName::Naive => start_naive(
-            &vt,
-            scenario,
-            plan.clone(),
-            options,
-            client.clone(),
-            recorder.clone(),
-        ),
-        PolicyName::Stormgate => {
+    let store = match policy {
+        PolicyName::Naive => {
+            start_naive(
+                &vt,
+                scenario,
+                plan.clone(),
+                options,
+                client.clone(),
+                recorder.clone(),
+            );
+            None
+        }
+        PolicyName::Stormgate => Some(
             start_stormgate(
                 &vt,
                 scenario,
@@ -322,9 +423,9 @@ async fn run_policy(
                 client.clone(),
                 recorder.clone(),
             )
-            .await?
-        }
-    }
+            .await?,
+        ),
+    };
     start_sampler(
         &vt,
         scenario,
@@ -366,8 +467,17 @@ async fn run_policy(
                 prompt_tokens: stats.prompt_tokens,
                 completion_tokens: stats.completion_tokens,
                 peak_window_tokens: stats.peak_window_tokens,
+                rpm: spec.requests_per_minute().unwrap_or_default(),
+                undercharged: stats.undercharged,
+                largest_charge_permille: stats.largest_charge_permille,
+                largest_tokenized_permille: stats.largest_tokenized_permille,
+                charges: stats.charges,
+                charges_dropped: stats.charges_dropped,
             },
         );
+    }
+    if let Some(store) = &store {
+        close_open_jobs(store.as_ref(), &recorder).await;
     }
     let recorder = recorder.borrow();
     Ok(PolicyRun {
@@ -383,7 +493,50 @@ async fn run_policy(
         started: start,
         finished,
         wakes,
+        ingest: store.is_some().then(|| recorder.ingest.clone()),
+        reading: options.reading,
     })
+}
+
+/// Technician jobs not seen leave the queue: still queued (they waited until the end of
+/// the run), or cancelled by a newer version or a resolution (they waited for nothing).
+async fn close_open_jobs(store: &dyn Store, recorder: &Shared<Recorder>) {
+    let open: Vec<(String, String, Vec<OpenJob>)> = {
+        let r = recorder.borrow();
+        r.numbers
+            .iter()
+            .filter_map(|(sys_id, number)| {
+                let t = r.tickets.get(number)?;
+                (!t.open_jobs.is_empty())
+                    .then(|| (sys_id.clone(), number.clone(), t.open_jobs.clone()))
+            })
+            .collect()
+    };
+    for (sys_id, number, jobs) in open {
+        let Ok(ticket) = sys_id.parse() else { continue };
+        for (version, queued_at, severity) in jobs {
+            let id = JobId {
+                ticket: crate::ticket_id::TicketId::clone(&ticket),
+                version,
+                kind: SummaryKind::Technician,
+            };
+            let queued = store.job_exists(&id).await.unwrap_or(true);
+            let mut r = recorder.borrow_mut();
+            let Some(t) = r.tickets.get_mut(&number) else {
+                continue;
+            };
+            if queued {
+                if t.still_queued.is_none_or(|(since, _)| queued_at < since) {
+                    t.still_queued = Some((queued_at, severity));
+                }
+            } else {
+                t.cancelled_jobs += 1;
+            }
+        }
+        if let Some(t) = recorder.borrow_mut().tickets.get_mut(&number) {
+            t.open_jobs.clear();
+        }
+    }
 }
 
 /// The simulator as the policies' `LlmClient`, counting 429s per minute on the way
@@ -459,12 +612,7 @@ fn register_arrival(recorder: &Shared<Recorder>, seed: u64, e: &TraceEvent) {
     r.numbers.insert(e.sys_id(seed), number.clone());
     r.tickets
         .entry(number.clone())
-        .or_insert_with(|| TicketTrack {
-            number,
-            severity: Some(e.severity()),
-            arrived: e.at(),
-            ..TicketTrack::default()
-        });
+        .or_insert_with(|| TicketTrack::arriving(number, e.severity(), e.at()));
 }
 
 // ---------------------------------------------------------------- naive policy
@@ -499,7 +647,7 @@ impl Default for NaiveRetries {
 fn start_naive(
     vt: &Arc<VirtualTime>,
     scenario: &Scenario,
-    plan: Rc<Vec<TraceEvent>>,
+    plan: Arc<PreparedTrace>,
     options: &ReplayOptions,
     client: Arc<ThrottleCounting>,
     recorder: Shared<Recorder>,
@@ -510,7 +658,7 @@ fn start_naive(
     let deployment = scenario.premium.deployment.clone();
     let max_tokens = scenario.max_tokens;
     vt.spawn(async move {
-        for e in plan.iter() {
+        for e in plan.events.iter() {
             let wait = e.at().since(clock.now());
             if !wait.is_zero() {
                 clock.sleep(wait).await;
@@ -532,7 +680,15 @@ fn start_naive(
                 ));
             }
             for (kind, request) in requests {
-                recorder.borrow_mut().in_flight += 1;
+                {
+                    let mut r = recorder.borrow_mut();
+                    r.in_flight += 1;
+                    if kind == SummaryKind::Technician
+                        && let Some(t) = r.tickets.get_mut(&e.number())
+                    {
+                        t.technician_jobs += 1;
+                    }
+                }
                 let number = e.number();
                 let queued_at = e.at();
                 let client = client.clone();
@@ -662,11 +818,11 @@ struct Product {
 async fn start_stormgate(
     vt: &Arc<VirtualTime>,
     scenario: &Scenario,
-    plan: Rc<Vec<TraceEvent>>,
+    plan: Arc<PreparedTrace>,
     options: &ReplayOptions,
     client: Arc<ThrottleCounting>,
     recorder: Shared<Recorder>,
-) -> Result<(), ReplayError> {
+) -> Result<Arc<dyn Store>, ReplayError> {
     let clock = vt.clock();
     let (store, ledger) = backend(&options.backend, options.seed).await?;
     let budgets = [
@@ -682,11 +838,13 @@ async fn start_stormgate(
                 .parse::<DeploymentName>()
                 .map_err(|e| ReplayError::Setup(e.to_string()))?,
             tpm: d.tpm,
+            rpm: d.requests_per_minute()?,
         })
     })
     .collect::<Result<Vec<_>, ReplayError>>()?;
-    let governor = Governor::new(ledger, GovernorPolicy::default(), budgets);
+    let governor = Governor::new(ledger, options.governor, budgets);
     let classifier = Classifier::embedded().map_err(|e| ReplayError::Setup(e.to_string()))?;
+    let store_handle = store.clone();
     let product = Rc::new(Product {
         store,
         governor,
@@ -709,7 +867,7 @@ async fn start_stormgate(
     });
     start_feed(vt, plan, product.clone(), recorder.clone());
     start_dispatch(vt, options.dispatch_period, product, recorder);
-    Ok(())
+    Ok(store_handle)
 }
 
 async fn backend(
@@ -737,43 +895,194 @@ async fn backend(
 
 fn start_feed(
     vt: &Arc<VirtualTime>,
-    plan: Rc<Vec<TraceEvent>>,
+    plan: Arc<PreparedTrace>,
     product: Rc<Product>,
     recorder: Shared<Recorder>,
 ) {
     let clock = vt.clock();
     vt.spawn(async move {
-        for e in plan.iter() {
+        for (i, e) in plan.events.iter().enumerate() {
             let wait = e.at().since(clock.now());
             if !wait.is_zero() {
                 clock.sleep(wait).await;
             }
             register_arrival(&recorder, product.seed, e);
-            let value = serde_json::to_vec(&e.record(product.seed)).unwrap_or_default();
-            let raw = RawEvent {
-                value,
-                ..RawEvent::default()
-            };
+            let now = clock.now();
             let ctx = IngestContext {
                 store: product.store.as_ref(),
                 clock: &product.clock,
                 classifier: &product.classifier,
                 policy: &product.ingest,
             };
-            let outcome = classify_batch(std::slice::from_ref(&raw), &ctx).await;
-            let now = clock.now();
-            if let Ok(o) = outcome
-                && o.accepted > 0
-            {
-                let mut r = recorder.borrow_mut();
-                let id = e.sys_id(product.seed);
-                if let Some(t) = r.track(&id) {
-                    t.first_summary.get_or_insert(now);
+            // Prepared beforehand at this very instant, or now: the same record.
+            let computed;
+            let prepared = match plan.prepared_at(i, now) {
+                Some(p) => p,
+                None => {
+                    computed = prepare_event(e, product.seed, &ctx, now);
+                    &computed
+                }
+            };
+            let fate = match prepared {
+                Prepared::Record(record) => {
+                    ingest_record(product.store.as_ref(), record, &recorder, e, now).await
+                }
+                Prepared::Rejected { reason } => {
+                    // The product's own path dead-letters it, exactly as `classify` would.
+                    let raw = raw_event(e, product.seed);
+                    let _ = classify_batch(std::slice::from_ref(&raw), &ctx).await;
+                    Fate::Rejected(reason.clone())
+                }
+            };
+            let mut r = recorder.borrow_mut();
+            match fate {
+                Fate::Accepted => r.ingest.accepted += 1,
+                Fate::DuplicateOrStale => r.ingest.duplicate_or_stale += 1,
+                Fate::Rejected(reason) => {
+                    r.ingest.rejected += 1;
+                    *r.ingest.rejected_by_reason.entry(reason).or_default() += 1;
                 }
             }
         }
         recorder.borrow_mut().arrivals_done = true;
     });
+}
+
+enum Fate {
+    Accepted,
+    DuplicateOrStale,
+    Rejected(String),
+}
+
+/// Stores one prepared record as `classify` does, and tracks the technician job it queued.
+async fn ingest_record(
+    store: &dyn Store,
+    record: &IngestRecord,
+    recorder: &Shared<Recorder>,
+    e: &TraceEvent,
+    now: EpochMillis,
+) -> Fate {
+    let outcome = match store.ingest_each(std::slice::from_ref(record)).await {
+        Ok(mut results) => results.pop(),
+        Err(err) => Some(Err(err)),
+    };
+    match outcome {
+        Some(Ok(IngestOutcome::Accepted)) => {
+            let mut r = recorder.borrow_mut();
+            let number = e.number();
+            if let Some(t) = r.tickets.get_mut(&number) {
+                t.first_summary.get_or_insert(now);
+                for job in &record.jobs {
+                    if job.id.kind == SummaryKind::Technician {
+                        t.technician_jobs += 1;
+                        t.open_jobs
+                            .push((job.id.version, job.enqueued_at, job.severity));
+                    }
+                }
+            }
+            Fate::Accepted
+        }
+        Some(Ok(IngestOutcome::Duplicate | IngestOutcome::Stale)) => Fate::DuplicateOrStale,
+        Some(Err(err)) => Fate::Rejected(format!("store refused the record: {err}")),
+        None => Fate::Rejected("store answered nothing".to_owned()),
+    }
+}
+
+/// The Kafka record a producer would publish for `e`.
+fn raw_event(e: &TraceEvent, seed: u64) -> RawEvent {
+    RawEvent {
+        value: serde_json::to_vec(&e.record(seed)).unwrap_or_default(),
+        ..RawEvent::default()
+    }
+}
+
+/// What ingest makes of one event at `now` (pure CPU; the store is not touched).
+fn prepare_event(e: &TraceEvent, seed: u64, ctx: &IngestContext<'_>, now: EpochMillis) -> Prepared {
+    let raw = raw_event(e, seed);
+    match parse_event(&raw.value, &raw.headers, ctx.policy.parse_limits)
+        .map_err(|rejection| rejection.to_string())
+        .and_then(|ticket| prepare(ticket, ctx, now))
+    {
+        Ok(record) => Prepared::Record(Box::new(record)),
+        Err(reason) => Prepared::Rejected { reason },
+    }
+}
+
+/// What ingest made of one event.
+#[derive(Debug, Clone)]
+pub enum Prepared {
+    Record(Box<IngestRecord>),
+    Rejected { reason: String },
+}
+
+/// A trace, with what ingest makes of each event computed once when it is replayed
+/// under several quotas (`stormgate plan`): ingest depends on the event and its arrival
+/// instant only, never on a quota, and is most of a replay's CPU.
+#[derive(Debug)]
+pub struct PreparedTrace {
+    pub events: Vec<TraceEvent>,
+    /// Per event, prepared at its arrival instant; empty when prepared on arrival.
+    prepared: Vec<Prepared>,
+}
+
+impl PreparedTrace {
+    /// Ingest computed as each event arrives.
+    pub fn lazy(events: Vec<TraceEvent>) -> PreparedTrace {
+        PreparedTrace {
+            events,
+            prepared: Vec::new(),
+        }
+    }
+
+    /// Ingest computed now for every event at its arrival instant, on `threads` threads,
+    /// with the product's ingest policy and embedded classifier.
+    pub fn prepare(
+        events: Vec<TraceEvent>,
+        seed: u64,
+        threads: usize,
+    ) -> Result<PreparedTrace, ReplayError> {
+        let threads = threads.max(1);
+        let chunk = events.len().div_ceil(threads).max(1);
+        let prepared = std::thread::scope(|scope| {
+            let handles: Vec<_> = events
+                .chunks(chunk)
+                .map(|part| {
+                    scope.spawn(move || -> Result<Vec<Prepared>, ReplayError> {
+                        let classifier = Classifier::embedded()
+                            .map_err(|e| ReplayError::Setup(e.to_string()))?;
+                        let store = MemoryStore::new();
+                        let clock = crate::clock::ManualClock::starting_at(EpochMillis::ZERO);
+                        let policy = IngestPolicy::default();
+                        let ctx = IngestContext {
+                            store: &store,
+                            clock: &clock,
+                            classifier: &classifier,
+                            policy: &policy,
+                        };
+                        Ok(part
+                            .iter()
+                            .map(|e| prepare_event(e, seed, &ctx, e.at()))
+                            .collect())
+                    })
+                })
+                .collect();
+            let mut all = Vec::with_capacity(events.len());
+            for h in handles {
+                let part = h
+                    .join()
+                    .map_err(|_| ReplayError::Setup("an ingest thread panicked".into()))??;
+                all.extend(part);
+            }
+            Ok::<_, ReplayError>(all)
+        })?;
+        Ok(PreparedTrace { events, prepared })
+    }
+
+    /// Event `i` as prepared beforehand, if it was, for the instant it was prepared at.
+    fn prepared_at(&self, i: usize, now: EpochMillis) -> Option<&Prepared> {
+        let e = self.events.get(i)?;
+        (e.at() == now).then(|| self.prepared.get(i)).flatten()
+    }
 }
 
 fn start_dispatch(

@@ -35,6 +35,10 @@ pub struct DeploymentSpec {
     pub deployment: String,
     pub model: String,
     pub tpm: u64,
+    /// Requests per minute; the model's ratio in Azure's quota tables when absent
+    /// ([`crate::model_quota`]: 6 per 1,000 TPM for gpt-4o, 1 for gpt-4.1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rpm: Option<u64>,
     /// USD per million prompt tokens.
     pub price_input_per_1m: f64,
     /// USD per million completion tokens.
@@ -51,6 +55,20 @@ fn default_first_token_ms() -> u64 {
 
 fn default_per_output_token_ms() -> u64 {
     12
+}
+
+impl DeploymentSpec {
+    /// The deployment's requests per minute: as given, else its model's ratio to the TPM.
+    pub fn requests_per_minute(&self) -> Result<u64, ScenarioError> {
+        self.rpm
+            .or_else(|| crate::model_quota::default_rpm(&self.model, self.tpm))
+            .ok_or_else(|| {
+                ScenarioError::Invalid(format!(
+                    "deployment {:?}: model {:?} is not in the quota table; give its rpm",
+                    self.deployment, self.model
+                ))
+            })
+    }
 }
 
 /// A stretch of the day with its load relative to the baseline. Multipliers move
@@ -186,6 +204,8 @@ impl Scenario {
         {
             return Err(ScenarioError::Invalid("a min exceeds its max".into()));
         }
+        self.premium.requests_per_minute()?;
+        self.standard.requests_per_minute()?;
         self.start_millis()?;
         Ok(())
     }

@@ -24,7 +24,7 @@ use crate::llm::{
     ChatRequest, Completion, HintSource, LlmClient, LlmError, RateLimitView, Role, ThrottleHint,
     Usage,
 };
-use crate::metering::{self, Decision, DeploymentMeter, LimitKind, Quota, Throttle};
+use crate::metering::{self, Decision, DeploymentMeter, LimitKind, MeterReading, Quota, Throttle};
 
 /// Retry-After of an exhausted daily quota.
 pub const DAILY_QUOTA_RETRY_AFTER: Duration = Duration::from_secs(86_400);
@@ -93,6 +93,10 @@ pub struct DeploymentConfig {
     pub name: String,
     pub model: String,
     pub tpm: u64,
+    /// Requests per minute; the model's ratio in Azure's quota tables when absent
+    /// ([`crate::model_quota`]), 6 per 1,000 TPM for a model the tables do not know.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rpm: Option<u64>,
     #[serde(default)]
     pub request_window: metering::RequestWindow,
     #[serde(default)]
@@ -115,6 +119,7 @@ impl DeploymentConfig {
             name: name.to_owned(),
             model: model.to_owned(),
             tpm,
+            rpm: None,
             request_window: metering::RequestWindow::default(),
             latency: Latency::default(),
             context_tokens: default_context_tokens(),
@@ -122,10 +127,19 @@ impl DeploymentConfig {
         }
     }
 
-    fn quota(&self) -> Quota {
+    /// The deployment's requests per minute (see [`DeploymentConfig::rpm`]).
+    pub fn requests_per_minute(&self) -> u64 {
+        self.rpm
+            .or_else(|| crate::model_quota::default_rpm(&self.model, self.tpm))
+            .unwrap_or(self.tpm.saturating_mul(6) / 1_000)
+    }
+
+    fn quota(&self, reading: MeterReading) -> Quota {
         Quota {
             tpm: self.tpm,
+            rpm: self.requests_per_minute(),
             request_window: self.request_window,
+            reading,
         }
     }
 }
@@ -144,6 +158,9 @@ pub struct SimulatorConfig {
     /// How long a request injected as a timeout is held before the server gives up.
     #[serde(default = "default_hang_ms")]
     pub hang_ms: u64,
+    /// How every deployment's limiter reads Azure's metering ([`MeterReading`]).
+    #[serde(default)]
+    pub reading: MeterReading,
     pub deployments: Vec<DeploymentConfig>,
 }
 
@@ -161,6 +178,7 @@ impl SimulatorConfig {
             seed,
             api_key: default_api_key(),
             hang_ms: default_hang_ms(),
+            reading: MeterReading::default(),
             deployments,
         }
     }
@@ -184,10 +202,31 @@ pub struct DeploymentStats {
     pub completion_tokens: u64,
     /// Arrival instants of the most recent requests (at most [`ARRIVALS_KEPT`]).
     pub recent_arrivals: Vec<EpochMillis>,
+    /// Admitted requests whose charge under the simulator's reading exceeded what the
+    /// governor charges them ([`metering::request_arrival_charge`]).
+    #[serde(default)]
+    pub undercharged: u64,
+    /// The largest charge under the simulator's reading, in thousandths of the governor's.
+    #[serde(default)]
+    pub largest_charge_permille: u64,
+    /// Strict reading: the largest tokenizer count of a prompt's text (framing left out), in
+    /// thousandths of its characters / 4.
+    #[serde(default)]
+    pub largest_tokenized_permille: u64,
+    /// The admitted requests, oldest first: (arrival, charge under the simulator's reading),
+    /// at most [`CHARGES_KEPT`]; older ones are dropped and counted in `charges_dropped`.
+    #[serde(skip)]
+    pub charges: Vec<(EpochMillis, u64)>,
+    #[serde(default)]
+    pub charges_dropped: u64,
 }
 
 /// How many arrival instants a deployment remembers for jitter checks.
 pub const ARRIVALS_KEPT: usize = 10_000;
+
+/// How many admitted requests' charges a deployment remembers, for checks of its windows:
+/// a whole storm replay's calls on one deployment fit.
+pub const CHARGES_KEPT: usize = 200_000;
 
 /// A 429 as the simulator answers it: the meter's numbers and the header variant.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -333,9 +372,38 @@ struct DeploymentState {
     stats: DeploymentStats,
     /// The foreign usage is charged up to this instant.
     foreign_charged_to: Option<EpochMillis>,
+    /// How the reading counted recent prompts, by a hash of the messages: a client that retries
+    /// sends the same prompt again, and the strict reading's tokenizer is the simulator's
+    /// costliest step. At most [`READINGS_KEPT`]; emptied when full (it is only a cache).
+    readings: std::collections::HashMap<u64, metering::PromptReading>,
 }
 
+/// How many prompt readings a deployment keeps (see `DeploymentState::readings`).
+const READINGS_KEPT: usize = 4_096;
+
 impl DeploymentState {
+    /// The reading of `request`'s prompt, from the cache when the same prompt was read before.
+    fn prompt_reading(&mut self, request: &ChatRequest) -> metering::PromptReading {
+        let reading = self.meter.quota().reading;
+        if reading == MeterReading::Lenient {
+            return reading.prompt_reading(request, &self.config.model);
+        }
+        let key = request.messages.iter().fold(0u64, |hash, m| {
+            hash.rotate_left(5)
+                ^ fnv1a(format!("{:?}", m.role).as_bytes())
+                ^ fnv1a(m.content.as_bytes()).wrapping_mul(31)
+        });
+        if let Some(found) = self.readings.get(&key) {
+            return *found;
+        }
+        if self.readings.len() >= READINGS_KEPT {
+            self.readings.clear();
+        }
+        let found = reading.prompt_reading(request, &self.config.model);
+        self.readings.insert(key, found);
+        found
+    }
+
     /// Charges the other application's usage since the last request.
     fn charge_foreign_usage(&mut self, now: EpochMillis) {
         let rate = self.config.faults.foreign_tokens_per_minute;
@@ -359,6 +427,7 @@ impl DeploymentState {
 /// Deployments, their meters, their faults and their counters behind one lock.
 pub struct SimulatorCore {
     deployments: Mutex<BTreeMap<String, DeploymentState>>,
+    reading: MeterReading,
     api_key: String,
     hang: Duration,
 }
@@ -379,16 +448,18 @@ impl SimulatorCore {
             .map(|d| {
                 let state = DeploymentState {
                     config: d.clone(),
-                    meter: DeploymentMeter::new(d.quota()),
+                    meter: DeploymentMeter::new(d.quota(config.reading)),
                     rng: SplitMix64::new(config.seed ^ fnv1a(d.name.as_bytes())),
                     stats: DeploymentStats::default(),
                     foreign_charged_to: None,
+                    readings: std::collections::HashMap::new(),
                 };
                 (d.name.clone(), state)
             })
             .collect();
         SimulatorCore {
             deployments: Mutex::new(deployments),
+            reading: config.reading,
             api_key: config.api_key.clone(),
             hang: Duration::from_millis(config.hang_ms),
         }
@@ -400,6 +471,11 @@ impl SimulatorCore {
         self.deployments
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// How the deployments' limiters read Azure's metering.
+    pub fn reading(&self) -> MeterReading {
+        self.reading
     }
 
     pub fn api_key(&self) -> &str {
@@ -494,7 +570,8 @@ fn decide_for(d: &mut DeploymentState, request: &ChatRequest, now: EpochMillis) 
             headers: faults.headers,
         });
     }
-    let charge = metering::request_arrival_charge(request);
+    let reading = d.prompt_reading(request);
+    let charge = reading.charge(request.max_tokens);
     let requested = charge.get();
     if requested > d.config.context_tokens {
         return Outcome::ContextLengthExceeded {
@@ -523,6 +600,29 @@ fn decide_for(d: &mut DeploymentState, request: &ChatRequest, now: EpochMillis) 
     };
     d.stats.charged_tokens += requested;
     d.stats.peak_window_tokens = d.meter.peak_tokens();
+    if let Some(tokenized) = reading.tokenized {
+        // The prompt's text alone: the framing is counted (and charged) per message.
+        let text = tokenized
+            .get()
+            .saturating_sub(metering::framing_charge(request.messages.len()).get());
+        d.stats.largest_tokenized_permille = d
+            .stats
+            .largest_tokenized_permille
+            .max(text.saturating_mul(1_000) / reading.by_chars.get().max(1));
+    }
+    let governed = metering::request_arrival_charge(request).get().max(1);
+    if requested > governed {
+        d.stats.undercharged += 1;
+    }
+    d.stats.largest_charge_permille = d
+        .stats
+        .largest_charge_permille
+        .max(requested.saturating_mul(1_000) / governed);
+    if d.stats.charges.len() >= CHARGES_KEPT {
+        d.stats.charges.remove(0);
+        d.stats.charges_dropped += 1;
+    }
+    d.stats.charges.push((now, requested));
     if d.rng.chance(faults.content_filter_rate) {
         return Outcome::ContentFiltered;
     }

@@ -14,8 +14,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::{
-    AgingPolicy, CallClaim, DeadLetter, IngestOutcome, IngestRecord, Lease, LeasedGroup, OwedStats,
-    QueueStats, REGION_INDEX_CAP, SnapshotJson, Store, StoreError,
+    AgingPolicy, CallClaim, DeadLetter, DeadLetterStats, IngestOutcome, IngestRecord, Lease,
+    LeasedGroup, OwedStats, PurgeReport, QueueStats, REGION_INDEX_CAP, SnapshotJson, Store,
+    StoreError, StoreLimits,
 };
 use crate::clock::EpochMillis;
 use crate::job::{Job, JobId, SummaryKind, Tier};
@@ -30,8 +31,16 @@ pub struct MemoryStore {
 }
 
 impl MemoryStore {
+    /// A store with the default [`StoreLimits`].
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A store keeping within `limits`.
+    pub fn with_limits(limits: StoreLimits) -> Self {
+        let store = Self::default();
+        store.state().limits = limits;
+        store
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -74,6 +83,11 @@ struct State {
     /// The same claims by (until, job id), to forget them once they have run out, as
     /// Redis expires their keys.
     call_ends: BTreeSet<Entry>,
+    limits: StoreLimits,
+    /// Each kept ticket's end of retention, and the same by (end, ticket) for the purge.
+    expiry: BTreeMap<TicketId, u64>,
+    expiry_order: BTreeSet<(u64, TicketId)>,
+    dead_letters_trimmed: u64,
 }
 
 /// Owed deliveries of one kind, by job id and by (due, job id): the sorted set of the
@@ -188,6 +202,13 @@ impl State {
             }
         }
         self.file_under_region(&record.ticket, region);
+        if let Some(at) = self.limits.expires_at(record.instant_summary.created_at) {
+            if let Some(previous) = self.expiry.insert(record.ticket.clone(), at.as_millis()) {
+                self.expiry_order.remove(&(previous, record.ticket.clone()));
+            }
+            self.expiry_order
+                .insert((at.as_millis(), record.ticket.clone()));
+        }
         // The region the ticket left needs its roll-up redone as much as the one it joined.
         for due in [previous_region.as_deref(), region].into_iter().flatten() {
             self.due_regions.insert(due.to_owned());
@@ -757,7 +778,50 @@ impl State {
         let id = format!("{}-{}", entry.at.as_millis(), self.dead_letter_seq);
         self.dead_letters
             .insert(self.dead_letter_seq, (id.clone(), entry.clone()));
+        let cap = usize::try_from(self.limits.dead_letter_cap).unwrap_or(usize::MAX);
+        while cap > 0 && self.dead_letters.len() > cap {
+            self.dead_letters.pop_first();
+            self.dead_letters_trimmed += 1;
+        }
         id
+    }
+
+    /// Deletes a ticket's snapshot, summaries, pending jobs and region entry.
+    fn purge_ticket(&mut self, ticket: &TicketId) {
+        self.tickets.remove(ticket);
+        for kind in SummaryKind::ALL {
+            self.summaries.remove(&(ticket.clone(), kind));
+        }
+        self.cancel(ticket, u64::MAX, &SummaryKind::ALL);
+        if self.ticket_jobs.get(ticket).is_some_and(BTreeSet::is_empty) {
+            self.ticket_jobs.remove(ticket);
+        }
+        if let Some((region, seq)) = self.ticket_region.remove(ticket)
+            && let Some(index) = self.region_index.get_mut(&region)
+        {
+            index.remove(&seq);
+            if index.is_empty() {
+                self.region_index.remove(&region);
+            }
+        }
+    }
+
+    fn purge_expired(&mut self, now: EpochMillis, limit: usize) -> PurgeReport {
+        let mut report = PurgeReport::default();
+        while let Some((at, ticket)) = self.expiry_order.first().cloned() {
+            if at > now.as_millis() {
+                break;
+            }
+            if report.tickets >= limit as u64 {
+                report.more_due = true;
+                break;
+            }
+            self.expiry_order.pop_first();
+            self.expiry.remove(&ticket);
+            self.purge_ticket(&ticket);
+            report.tickets += 1;
+        }
+        report
     }
 
     fn remove_dead_letter(&mut self, id: &str) -> bool {
@@ -902,6 +966,23 @@ impl Store for MemoryStore {
         Ok(std::mem::take(&mut self.state().due_regions)
             .into_iter()
             .collect())
+    }
+
+    async fn purge_expired(
+        &self,
+        now: EpochMillis,
+        limit: usize,
+    ) -> Result<PurgeReport, StoreError> {
+        Ok(self.state().purge_expired(now, limit))
+    }
+
+    async fn dead_letter_stats(&self) -> Result<DeadLetterStats, StoreError> {
+        let state = self.state();
+        Ok(DeadLetterStats {
+            entries: state.dead_letters.len() as u64,
+            cap: state.limits.dead_letter_cap,
+            trimmed_total: state.dead_letters_trimmed,
+        })
     }
 
     async fn region_tickets(

@@ -58,6 +58,62 @@ fn is_data_error(error: &::redis::ServerError) -> bool {
 /// How many of its most recently ingested tickets a region's index keeps.
 pub const REGION_INDEX_CAP: usize = 10_000;
 
+/// The bounds a store keeps itself within, so that nothing it holds grows without end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoreLimits {
+    /// How long a ticket is kept after its last accepted version (the one that resolved
+    /// or closed it, for a finished ticket): then [`Store::purge_expired`] deletes its
+    /// snapshot, summaries and index entries. Zero keeps tickets for ever.
+    pub retention: Duration,
+    /// The most dead letters kept; writing one more trims the oldest (counted in
+    /// [`DeadLetterStats::trimmed_total`]). Zero keeps every one.
+    pub dead_letter_cap: u64,
+}
+
+/// Tickets are kept 14 days after their last update.
+pub const DEFAULT_RETENTION: Duration = Duration::from_secs(14 * 24 * 3600);
+/// At most this many dead letters are kept.
+pub const DEFAULT_DEAD_LETTER_CAP: u64 = 5_000;
+/// How much longer than the retention Redis's own key expiry waits: the purge (which
+/// also trims the region indexes) normally comes first; the key expiry is the bound
+/// that holds even when no purge runs.
+pub const KEY_EXPIRY_GRACE: Duration = Duration::from_secs(24 * 3600);
+
+impl Default for StoreLimits {
+    fn default() -> Self {
+        StoreLimits {
+            retention: DEFAULT_RETENTION,
+            dead_letter_cap: DEFAULT_DEAD_LETTER_CAP,
+        }
+    }
+}
+
+impl StoreLimits {
+    /// When a ticket version ingested at `at` stops being kept; `None` with no retention.
+    pub fn expires_at(&self, at: EpochMillis) -> Option<EpochMillis> {
+        (!self.retention.is_zero()).then(|| at.plus(self.retention))
+    }
+}
+
+/// What one purge of expired tickets did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PurgeReport {
+    /// Tickets whose snapshot, summaries, pending jobs and index entries were deleted.
+    pub tickets: u64,
+    /// More tickets were due than the purge's limit: the next purge continues.
+    pub more_due: bool,
+}
+
+/// The dead-letter stream's size and what its cap has trimmed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeadLetterStats {
+    pub entries: u64,
+    /// [`StoreLimits::dead_letter_cap`] (0: no cap).
+    pub cap: u64,
+    /// Entries trimmed by the cap since the stream began (never reset by re-submission).
+    pub trimmed_total: u64,
+}
+
 /// Everything `classify` writes for one accepted ticket version, applied atomically:
 /// the version check, the ticket snapshot, the instant extractive summary, cancellation
 /// of superseded work, the new jobs, and the roll-up marks of the region it joins and of
@@ -258,6 +314,8 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// under its region (see [`Store::region_tickets`]) and marks the region's roll-up
     /// due. When the stored older version was filed under another region, that region's
     /// roll-up is marked due as well (the ticket left it). An empty region counts as none.
+    /// An accepted version restarts the ticket's retention ([`StoreLimits::retention`],
+    /// from the instant summary's `created_at`).
     async fn ingest(&self, records: &[IngestRecord]) -> Result<Vec<IngestOutcome>, StoreError> {
         self.ingest_each(records).await?.into_iter().collect()
     }
@@ -343,7 +401,8 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// Whether the job is pending or leased.
     async fn job_exists(&self, id: &JobId) -> Result<bool, StoreError>;
 
-    /// Keeps a rejected event; its id.
+    /// Keeps a rejected event; its id. Beyond [`StoreLimits::dead_letter_cap`] entries
+    /// the oldest are trimmed and counted ([`Store::dead_letter_stats`]).
     async fn dead_letter(&self, entry: &DeadLetter) -> Result<String, StoreError>;
     /// The oldest `limit` dead letters, oldest first.
     async fn dead_letters(&self, limit: usize) -> Result<Vec<(String, DeadLetter)>, StoreError>;
@@ -428,4 +487,18 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// Drops the claims `holder` holds on `ids` (a claim another holder took over is left
     /// alone).
     async fn release_calls(&self, ids: &[JobId], holder: &str) -> Result<(), StoreError>;
+
+    /// Deletes up to `limit` tickets whose retention ([`StoreLimits::retention`]) ended
+    /// at `now`, measured from the ingest of their latest version: snapshot, summaries,
+    /// pending jobs (leased ones are marked cancelled) and their entry in the region
+    /// index. A ticket updated again meanwhile is kept for the full retention from that
+    /// update. Idempotent; an absent ticket is skipped.
+    async fn purge_expired(
+        &self,
+        now: EpochMillis,
+        limit: usize,
+    ) -> Result<PurgeReport, StoreError>;
+
+    /// The dead-letter stream's length, cap and trimmed count.
+    async fn dead_letter_stats(&self) -> Result<DeadLetterStats, StoreError>;
 }

@@ -25,7 +25,9 @@
 //! | `{ns}:held:<tier>`                | zset   | queued job ids on hold (not yet in `pending`), score = hold end |
 //! | `{ns}:leased:<tier>`              | zset   | leased job ids, score = lease expiry                     |
 //! | `{ns}:lease_seq`                  | string | counter behind lease tokens (`<seq>.<position in group>`) |
-//! | `{ns}:dead_letters`               | stream | `reason`, `raw`, `at`, `replayable` (`1`/`0`; absent = `1`), and `action`, `table_name`, `topic`, `partition`, `offset` when known |
+//! | `{ns}:dead_letters`               | stream | `reason`, `raw`, `at`, `replayable` (`1`/`0`; absent = `1`), and `action`, `table_name`, `topic`, `partition`, `offset` when known; at most `dead_letter_cap` entries |
+//! | `{ns}:dead_letters_trimmed`       | string | dead letters the cap trimmed, in total                   |
+//! | `{ns}:expiry`                     | zset   | kept tickets, score = end of retention (ingest of the latest version + retention) |
 //! | `{ns}:rollup_due`                 | set    | regions whose roll-up is due                             |
 //! | `{ns}:region_tickets:<region>`    | zset   | the region's tickets, score = `{ns}:ingest_seq` at ingest (latest highest), capped |
 //! | `{ns}:ingest_seq`                 | string | counter ordering the region indexes                     |
@@ -37,6 +39,15 @@
 //!
 //! A job id is `<sys_id>:<version>:<kind>`; tiers and kinds are their lower-case names;
 //! ranks are 1 (P1) to 5 (P5).
+//!
+//! Retention ([`StoreLimits`]): `purge_expired` deletes a ticket's `ticket`, `summary`
+//! and `ticket_jobs` keys, its pending jobs and its region-index entry once its
+//! `expiry` score has passed, on the product's clock (so a lab or a soak in virtual
+//! time sees it). Each ingest also sets Redis's own expiry on those keys (and on the
+//! region's index) to the retention plus [`KEY_EXPIRY_GRACE`]: the bound holds even
+//! where no purge runs. A region's roll-up expires that long after its latest roll-up.
+//! Jobs, queues and leases are bounded by the work in flight; the dead-letter stream by
+//! its cap.
 //!
 //! Queue order needs no rescoring: pending jobs are kept per severity in arrival order,
 //! and `lease` compares the five heads by `enqueued_at + (rank - 1) × promote_every`
@@ -55,8 +66,9 @@ use redis::{ErrorKind, Script, ScriptInvocation, ServerErrorKind, Value};
 use tokio::sync::OnceCell;
 
 use super::{
-    AgingPolicy, CallClaim, DeadLetter, IngestOutcome, IngestRecord, Lease, LeasedGroup, OwedStats,
-    QueueStats, REGION_INDEX_CAP, Store, StoreError,
+    AgingPolicy, CallClaim, DeadLetter, DeadLetterStats, IngestOutcome, IngestRecord,
+    KEY_EXPIRY_GRACE, Lease, LeasedGroup, OwedStats, PurgeReport, QueueStats, REGION_INDEX_CAP,
+    Store, StoreError, StoreLimits,
 };
 use crate::clock::EpochMillis;
 use crate::event::CdcHeaders;
@@ -106,6 +118,8 @@ struct Scripts {
     reclaim: Script,
     cancel: Script,
     take_due_regions: Script,
+    purge: Script,
+    dead_letter: Script,
 }
 
 macro_rules! store_script {
@@ -129,10 +143,12 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     reclaim: store_script!("reclaim.lua"),
     cancel: store_script!("cancel.lua"),
     take_due_regions: store_script!("take_due_regions.lua"),
+    purge: store_script!("purge.lua"),
+    dead_letter: store_script!("dead_letter.lua"),
 });
 
 impl Scripts {
-    fn all(&self) -> [&Script; 11] {
+    fn all(&self) -> [&Script; 13] {
         [
             &self.ingest,
             &self.enqueue,
@@ -145,6 +161,8 @@ impl Scripts {
             &self.reclaim,
             &self.cancel,
             &self.take_due_regions,
+            &self.purge,
+            &self.dead_letter,
         ]
     }
 }
@@ -192,6 +210,7 @@ pub struct RedisStore {
     prefix: String,
     connection: OnceCell<ConnectionManager>,
     round_trips: AtomicU64,
+    limits: StoreLimits,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -233,6 +252,22 @@ impl RedisStore {
             prefix: format!("{{{}}}", namespace.as_str()),
             connection: OnceCell::new(),
             round_trips: AtomicU64::new(0),
+            limits: StoreLimits::default(),
+        }
+    }
+
+    /// The same store keeping within `limits` (the default limits otherwise).
+    pub fn with_limits(mut self, limits: StoreLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Redis's own expiry of a ticket's keys, in ms (0: none).
+    fn key_ttl_ms(&self) -> u64 {
+        if self.limits.retention.is_zero() {
+            0
+        } else {
+            millis(self.limits.retention.saturating_add(KEY_EXPIRY_GRACE))
         }
     }
 
@@ -331,6 +366,14 @@ impl RedisStore {
         for job in &record.jobs {
             push_job_args(&mut invocation, job)?;
         }
+        invocation
+            .arg(
+                self.limits
+                    .expires_at(summary.created_at)
+                    .map(|at| at.as_millis().to_string())
+                    .unwrap_or_default(),
+            )
+            .arg(self.key_ttl_ms());
         Ok(invocation)
     }
 }
@@ -634,7 +677,8 @@ impl Store for RedisStore {
             .arg(summary.kind.as_str())
             .arg(summary.version)
             .arg(summary_rank(summary))
-            .arg(to_json(summary)?);
+            .arg(to_json(summary)?)
+            .arg(self.key_ttl_ms());
         let stored: u8 = self.run(&invocation).await?;
         Ok(if stored == 1 {
             PutOutcome::Stored
@@ -830,9 +874,10 @@ impl Store for RedisStore {
     }
 
     async fn dead_letter(&self, entry: &DeadLetter) -> Result<String, StoreError> {
-        let mut cmd = redis::cmd("XADD");
-        cmd.arg(self.key(&["dead_letters"]))
-            .arg("*")
+        let mut cmd = SCRIPTS.dead_letter.prepare_invoke();
+        cmd.key(self.key(&["dead_letters"]))
+            .arg(&self.prefix)
+            .arg(self.limits.dead_letter_cap)
             .arg("reason")
             .arg(&entry.reason)
             .arg("raw")
@@ -856,7 +901,7 @@ impl Store for RedisStore {
         if let Some(offset) = entry.offset {
             cmd.arg("offset").arg(offset);
         }
-        self.query(&cmd).await
+        self.run(&cmd).await
     }
 
     async fn dead_letters(&self, limit: usize) -> Result<Vec<(String, DeadLetter)>, StoreError> {
@@ -895,6 +940,40 @@ impl Store for RedisStore {
         let mut regions: Vec<String> = self.run(&invocation).await?;
         regions.sort();
         Ok(regions)
+    }
+
+    async fn purge_expired(
+        &self,
+        now: EpochMillis,
+        limit: usize,
+    ) -> Result<PurgeReport, StoreError> {
+        if limit == 0 {
+            return Ok(PurgeReport::default());
+        }
+        let mut invocation = SCRIPTS.purge.prepare_invoke();
+        invocation
+            .arg(&self.prefix)
+            .arg(now.as_millis())
+            .arg(redis_count(limit));
+        let (tickets, more_due): (u64, u8) = self.run(&invocation).await?;
+        Ok(PurgeReport {
+            tickets,
+            more_due: more_due == 1,
+        })
+    }
+
+    async fn dead_letter_stats(&self) -> Result<DeadLetterStats, StoreError> {
+        let mut pipe = redis::pipe();
+        pipe.cmd("XLEN")
+            .arg(self.key(&["dead_letters"]))
+            .cmd("GET")
+            .arg(self.key(&["dead_letters_trimmed"]));
+        let (entries, trimmed): (u64, Option<u64>) = self.run_pipeline(&pipe).await?;
+        Ok(DeadLetterStats {
+            entries,
+            cap: self.limits.dead_letter_cap,
+            trimmed_total: trimmed.unwrap_or(0),
+        })
     }
 
     async fn region_tickets(

@@ -41,6 +41,8 @@ pub struct RedisServer {
     port: u16,
     /// Where the append-only file lives, when persistence is on.
     aof_dir: Option<PathBuf>,
+    /// Further `--name value` settings it was started with (kept for a restart).
+    extra: Vec<String>,
 }
 
 impl RedisServer {
@@ -50,9 +52,10 @@ impl RedisServer {
         for _ in 0..PORT_ATTEMPTS {
             let port = Self::free_port()?;
             let mut server = RedisServer {
-                child: spawn(port, None)?,
+                child: spawn(port, None, &[])?,
                 port,
                 aof_dir: None,
+                extra: Vec::new(),
             };
             match server.wait_ready() {
                 Ok(()) => return Ok(server),
@@ -69,9 +72,28 @@ impl RedisServer {
     /// Starts a server on `port` (e.g. one a store was pointed at before Redis was up).
     pub fn start_on(port: u16) -> Result<Self, RedisServerError> {
         let mut server = RedisServer {
-            child: spawn(port, None)?,
+            child: spawn(port, None, &[])?,
             port,
             aof_dir: None,
+            extra: Vec::new(),
+        };
+        server.wait_ready()?;
+        Ok(server)
+    }
+
+    /// Starts a server on a free port with further settings, e.g.
+    /// `[("maxmemory", "2mb"), ("maxmemory-policy", "noeviction")]`.
+    pub fn start_with(settings: &[(&str, &str)]) -> Result<Self, RedisServerError> {
+        let extra: Vec<String> = settings
+            .iter()
+            .flat_map(|(name, value)| [format!("--{name}"), (*value).to_owned()])
+            .collect();
+        let port = Self::free_port()?;
+        let mut server = RedisServer {
+            child: spawn(port, None, &extra)?,
+            port,
+            aof_dir: None,
+            extra,
         };
         server.wait_ready()?;
         Ok(server)
@@ -82,9 +104,10 @@ impl RedisServer {
     pub fn start_with_aof(dir: &Path) -> Result<Self, RedisServerError> {
         let port = Self::free_port()?;
         let mut server = RedisServer {
-            child: spawn(port, Some(dir))?,
+            child: spawn(port, Some(dir), &[])?,
             port,
             aof_dir: Some(dir.to_owned()),
+            extra: Vec::new(),
         };
         server.wait_ready()?;
         Ok(server)
@@ -95,7 +118,7 @@ impl RedisServer {
     pub fn crash_and_restart(&mut self) -> Result<(), RedisServerError> {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        self.child = spawn(self.port, self.aof_dir.as_deref())?;
+        self.child = spawn(self.port, self.aof_dir.as_deref(), &self.extra)?;
         self.wait_ready()
     }
 
@@ -154,7 +177,7 @@ fn free_port() -> io::Result<u16> {
     Ok(listener.local_addr()?.port())
 }
 
-fn spawn(port: u16, aof_dir: Option<&Path>) -> Result<Child, RedisServerError> {
+fn spawn(port: u16, aof_dir: Option<&Path>, extra: &[String]) -> Result<Child, RedisServerError> {
     let port_arg = port.to_string();
     let persistence: Vec<String> = match aof_dir {
         None => ["--save", "", "--appendonly", "no"]
@@ -175,6 +198,7 @@ fn spawn(port: u16, aof_dir: Option<&Path>) -> Result<Child, RedisServerError> {
         let spawned = Command::new(binary)
             .args(["--port", &port_arg, "--bind", "127.0.0.1"])
             .args(&persistence)
+            .args(extra)
             .args(["--loglevel", "warning"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())

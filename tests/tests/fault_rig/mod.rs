@@ -158,10 +158,14 @@ impl Rig {
             None
         };
         let tpm = options.tpm.to_string();
+        // A gpt-4o deployment's ratio, as the simulator meters it: 6 requests per 1,000 tokens.
+        let rpm = (options.tpm * 6 / 1_000).to_string();
         let mut overrides = vec![
             ("STORMGATE_REDIS_URL", link.url()),
             ("STORMGATE_PREMIUM_TPM", tpm.clone()),
             ("STORMGATE_STANDARD_TPM", tpm),
+            ("STORMGATE_PREMIUM_RPM", rpm.clone()),
+            ("STORMGATE_STANDARD_RPM", rpm),
             ("AZURE_OPENAI_ENDPOINT", llm.endpoint()),
             ("AZURE_OPENAI_AUTH", "api_key".into()),
             ("AZURE_OPENAI_API_KEY", API_KEY.into()),
@@ -296,8 +300,9 @@ impl Rig {
     }
 
     /// Delivers the range to `classify` as the host does under the function's retry
-    /// policy (function.json: up to 5 retries; here without the waits): again until an
-    /// invocation succeeds. Returns its `ReturnValue`.
+    /// policy (function.json: without limit; here without the waits, and at most six
+    /// times, which these tests' short faults never exceed): again until an invocation
+    /// succeeds. Returns its `ReturnValue`. `faults_outage.rs` follows the policy itself.
     pub async fn classify_retrying(&mut self, range: std::ops::Range<usize>) -> Value {
         for _ in 0..=5 {
             let answer = self

@@ -9,6 +9,7 @@ pub mod bicep;
 pub mod function_bindings;
 pub mod model_deployments;
 pub mod module_params;
+pub mod resource_types;
 pub mod roles;
 pub mod secrets;
 pub mod syntax;

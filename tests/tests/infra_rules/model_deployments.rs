@@ -1,5 +1,6 @@
-//! Rule: the tier settings the handler reads (deployment name, model, tokens per minute) come from the same
-//! object the Azure OpenAI module deploys, with TPM = capacity x 1000, and the two tiers use different models.
+//! Rule: the tier settings the handler reads (deployment name, model, tokens and requests per minute, prices)
+//! come from the same object the Azure OpenAI module deploys, with TPM = capacity x 1000 and RPM = capacity x the
+//! tier's requests per unit, the deployment type is the tier's own, and the two tiers use different models.
 
 use tree_sitter::Node;
 
@@ -24,8 +25,30 @@ pub fn tiers<'n>(setting_names: impl IntoIterator<Item = &'n str>) -> Vec<String
     tiers
 }
 
-/// Checks each tier's settings read `<source>.<tier>.{name, model, capacity}` of one module parameter, the
-/// TPM as `string(<source>.<tier>.capacity * 1000)`. Returns that parameter's name.
+/// How a tier setting must be derived from `<source>.<tier>`.
+#[derive(Debug, Clone, Copy)]
+enum Derived {
+    /// The field itself.
+    Field(&'static str),
+    /// `string(<field> * 1000)`.
+    Thousands(&'static str),
+    /// `string(<field> * <field>)`, either order.
+    Product(&'static str, &'static str),
+}
+
+/// The settings of one tier and what each is derived from.
+const TIER_SETTINGS: [(&str, Derived); 6] = [
+    ("DEPLOYMENT", Derived::Field("name")),
+    ("MODEL", Derived::Field("model")),
+    ("TPM", Derived::Thousands("capacity")),
+    ("RPM", Derived::Product("capacity", "rpmPerUnit")),
+    ("PRICE_INPUT_PER_1M", Derived::Field("priceInputPer1M")),
+    ("PRICE_OUTPUT_PER_1M", Derived::Field("priceOutputPer1M")),
+];
+
+/// Checks each tier's settings read `<source>.<tier>.{name, model, capacity, rpmPerUnit, prices}` of one
+/// module parameter: the TPM as `string(<source>.<tier>.capacity * 1000)`, the RPM as
+/// `string(<source>.<tier>.capacity * <source>.<tier>.rpmPerUnit)`. Returns that parameter's name.
 pub fn check_tier_settings(
     file: &BicepFile,
     written: &WrittenSettings<'_>,
@@ -35,12 +58,7 @@ pub fn check_tier_settings(
     let mut sources = Vec::new();
     for tier in tiers {
         let key = tier.to_lowercase();
-        let expectations = [
-            ("DEPLOYMENT", "name", false),
-            ("MODEL", "model", false),
-            ("TPM", "capacity", true),
-        ];
-        for (suffix, field, is_tpm) in expectations {
+        for (suffix, derived) in TIER_SETTINGS {
             let setting = format!("STORMGATE_{tier}_{suffix}");
             let Some(value) = written.always.get(&setting) else {
                 violations.push(DeploymentViolation(format!(
@@ -48,26 +66,48 @@ pub fn check_tier_settings(
                 )));
                 continue;
             };
-            let read = if is_tpm {
-                tpm_capacity(file, *value)
-            } else {
-                Some(*value)
-            };
-            match read.and_then(|expr| member_path(file, expr)).as_deref() {
+            let reads_path = |path: Option<Vec<String>>, field: &str| match path.as_deref() {
                 Some([source, tier_key, read_field]) if tier_key == &key && read_field == field => {
-                    sources.push(source.clone());
+                    Some(source.clone())
                 }
-                _ => violations.push(DeploymentViolation(format!(
-                    "{}: {setting} must be {} of <deployments>.{key}.{field}, found `{}`",
+                _ => None,
+            };
+            let reads = |expr: Node<'_>, field: &str| reads_path(member_path(file, expr), field);
+            let (found, wanted) = match derived {
+                Derived::Field(field) => (
+                    reads(*value, field).into_iter().collect::<Vec<_>>(),
+                    format!("<deployments>.{key}.{field}"),
+                ),
+                Derived::Thousands(field) => (
+                    tpm_capacity(file, *value)
+                        .and_then(|capacity| reads(capacity, field))
+                        .into_iter()
+                        .collect(),
+                    format!("string(<deployments>.{key}.{field} * 1000)"),
+                ),
+                Derived::Product(a, b) => (
+                    product_paths(file, *value)
+                        .and_then(|(left, right)| {
+                            let both = |x: &str, y: &str| {
+                                Some(vec![
+                                    reads_path(Some(left.clone()), x)?,
+                                    reads_path(Some(right.clone()), y)?,
+                                ])
+                            };
+                            both(a, b).or_else(|| both(b, a))
+                        })
+                        .unwrap_or_default(),
+                    format!("string(<deployments>.{key}.{a} * <deployments>.{key}.{b})"),
+                ),
+            };
+            if found.is_empty() {
+                violations.push(DeploymentViolation(format!(
+                    "{}: {setting} must be {wanted}, found `{}`",
                     file.at(*value),
-                    if is_tpm {
-                        "string(... * 1000)"
-                    } else {
-                        "the value"
-                    },
                     file.text(*value)
-                ))),
+                )));
             }
+            sources.extend(found);
         }
     }
     sources.sort();
@@ -81,8 +121,8 @@ pub fn check_tier_settings(
     }
 }
 
-/// `string(X * 1000)` or `string(1000 * X)` gives X.
-fn tpm_capacity<'t>(file: &BicepFile, value: Node<'t>) -> Option<Node<'t>> {
+/// `string(A * B)` gives (A, B).
+fn product_of<'t>(file: &BicepFile, value: Node<'t>) -> Option<(Node<'t>, Node<'t>)> {
     if value.kind() != "call_expression" || call_name(file, value) != Some("string") {
         return None;
     }
@@ -94,8 +134,45 @@ fn tpm_capacity<'t>(file: &BicepFile, value: Node<'t>) -> Option<Node<'t>> {
     {
         return None;
     }
-    let left = product.child_by_field_name("left")?;
-    let right = product.child_by_field_name("right")?;
+    Some((
+        product.child_by_field_name("left")?,
+        product.child_by_field_name("right")?,
+    ))
+}
+
+/// `string(a.b.c * d.e.f)` gives the member paths of both factors.
+///
+/// tree-sitter-bicep 1.1 binds a member access after `*` to the whole product (`a.b * c.d` parses as
+/// `(a.b * c).d`), where Bicep binds it to its own operand: the trailing members are moved back to the right factor.
+fn product_paths(file: &BicepFile, value: Node<'_>) -> Option<(Vec<String>, Vec<String>)> {
+    if value.kind() != "call_expression" || call_name(file, value) != Some("string") {
+        return None;
+    }
+    let [mut argument] = call_arguments(value)[..] else {
+        return None;
+    };
+    let mut trailing = Vec::new();
+    while argument.kind() == "member_expression" {
+        trailing.push(
+            file.text(argument.child_by_field_name("property")?)
+                .to_owned(),
+        );
+        argument = argument.child_by_field_name("object")?;
+    }
+    if argument.kind() != "binary_expression"
+        || file.text(argument.child_by_field_name("operator")?) != "*"
+    {
+        return None;
+    }
+    let left = member_path(file, argument.child_by_field_name("left")?)?;
+    let mut right = member_path(file, argument.child_by_field_name("right")?)?;
+    right.extend(trailing.into_iter().rev());
+    Some((left, right))
+}
+
+/// `string(X * 1000)` or `string(1000 * X)` gives X.
+fn tpm_capacity<'t>(file: &BicepFile, value: Node<'t>) -> Option<Node<'t>> {
+    let (left, right) = product_of(file, value)?;
     match (file.text(left), file.text(right)) {
         (_, "1000") => Some(left),
         ("1000", _) => Some(right),
@@ -117,8 +194,8 @@ fn member_path(file: &BicepFile, expr: Node<'_>) -> Option<Vec<String>> {
 }
 
 /// Checks `main` passes one and the same value to the function app's `source_param` and to the Azure OpenAI
-/// module's `deployments`, and that the Azure OpenAI module deploys those entries one at a time as Standard
-/// deployments with their own name, model and capacity. Returns the expression `main` passes.
+/// module's `deployments`, and that the Azure OpenAI module deploys those entries one at a time, each with its
+/// own name, model, deployment type (sku) and capacity. Returns the expression `main` passes.
 pub fn check_shared_source(
     main: &BicepFile,
     openai: &BicepFile,
@@ -199,7 +276,7 @@ fn check_openai_deployments(openai: &BicepFile) -> Vec<DeploymentViolation> {
     violations.extend(
         [
             expect(&["name"], format!("{variable}.value.name")),
-            expect(&["sku", "name"], "'Standard'".to_owned()),
+            expect(&["sku", "name"], format!("{variable}.value.sku")),
             expect(&["sku", "capacity"], format!("{variable}.value.capacity")),
             expect(
                 &["properties", "model", "name"],
@@ -212,33 +289,34 @@ fn check_openai_deployments(openai: &BicepFile) -> Vec<DeploymentViolation> {
     violations
 }
 
-/// Checks the tiers' models differ in `main`'s defaults and under every parameter file.
+/// Checks the tiers' models differ in `main`'s defaults and under every parameter file. The models sit in the
+/// object `source` (a parameter's default or a variable) as `<tier>.model`: a literal, or a parameter of `main`
+/// (resolved in each parameter file, else by its default). A parameter file may also assign the whole object.
 pub fn check_distinct_models(
     main: &BicepFile,
     param_files: &[&BicepFile],
-    source_var: &str,
+    source: &str,
     tiers: &[String],
 ) -> Vec<DeploymentViolation> {
-    let Some(source) = main
-        .declaration("variable_declaration", source_var)
-        .and_then(|var| main.assigned_value(var))
+    let Some(object) = ["variable_declaration", "parameter_declaration"]
+        .into_iter()
+        .find_map(|kind| main.declaration(kind, source))
+        .and_then(|decl| main.assigned_value(decl))
         .filter(|value| value.kind() == "object")
     else {
         return vec![DeploymentViolation(format!(
-            "{}: `{source_var}` is not an object variable",
+            "{}: `{source}` is not an object variable or parameter default",
             main.path().display()
         ))];
     };
-    let models: Vec<(String, Node<'_>)> = tiers
-        .iter()
-        .filter_map(|tier| {
-            let model = main.property_path(source, &[&tier.to_lowercase(), "model"])?;
-            Some((tier.clone(), model))
+    if tiers.len() < 2
+        || tiers.iter().any(|tier| {
+            main.property_path(object, &[&tier.to_lowercase(), "model"])
+                .is_none()
         })
-        .collect();
-    if models.len() != tiers.len() || models.len() < 2 {
+    {
         return vec![DeploymentViolation(format!(
-            "{}: `{source_var}` must give a model for each of the tiers {tiers:?}",
+            "{}: `{source}` must give a model for each of the tiers {tiers:?}",
             main.path().display()
         ))];
     }
@@ -249,9 +327,28 @@ pub fn check_distinct_models(
     );
     let mut violations = Vec::new();
     for (configuration, param_file) in configurations {
-        let resolved: Vec<(String, Option<String>)> = models
+        // A parameter file that assigns the whole object replaces the defaults.
+        let assigned = param_file.and_then(|file| {
+            file.declaration("variable_declaration", source)
+                .and_then(|assignment| file.assigned_value(assignment))
+                .filter(|value| value.kind() == "object")
+                .map(|value| (file, value))
+        });
+        let resolved: Vec<(String, Option<String>)> = tiers
             .iter()
-            .map(|(tier, model)| (tier.clone(), model_value(main, *model, param_file)))
+            .map(|tier| {
+                let path = [tier.to_lowercase(), "model".to_owned()];
+                let path: Vec<&str> = path.iter().map(String::as_str).collect();
+                let value = match assigned {
+                    Some((file, object)) => file
+                        .property_path(object, &path)
+                        .and_then(|model| file.plain_string(model)),
+                    None => main
+                        .property_path(object, &path)
+                        .and_then(|model| model_value(main, model, param_file)),
+                };
+                (tier.clone(), value)
+            })
             .collect();
         for (index, (tier, value)) in resolved.iter().enumerate() {
             let Some(value) = value else {

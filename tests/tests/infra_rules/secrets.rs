@@ -213,3 +213,95 @@ fn has_url_credentials(literal: &str) -> bool {
         .split_once(':')
         .is_some_and(|(_, password)| !password.is_empty() && !password.contains(INTERPOLATION))
 }
+
+/// Checks every secure parameter of a template that deploys modules is guarded: a secret missing at deploy time
+/// must fail the deployment, not a handler that then cannot start. A secure parameter is guarded when it has
+/// `@minLength(n)` with n ≥ 1, or when every module parameter it reaches goes through a variable
+/// `condition ? fail('...') : <parameter>` (or the branches swapped) whose condition names the parameter.
+pub fn check_secret_guards(main: &BicepFile) -> Vec<SecretViolation> {
+    let mut violations = Vec::new();
+    for param in main.declarations("parameter_declaration") {
+        if !is_secure(main, param) {
+            continue;
+        }
+        let name = main.declared_name(param).unwrap_or_default();
+        let min_length = main.decorators(param).into_iter().any(|(decorator, call)| {
+            decorator == "minLength"
+                && call_arguments(call)
+                    .first()
+                    .and_then(|arg| main.text(*arg).parse::<u64>().ok())
+                    .is_some_and(|n| n >= 1)
+        });
+        if min_length {
+            continue;
+        }
+        let guards: Vec<&str> = main
+            .declarations("variable_declaration")
+            .into_iter()
+            .filter(|var| {
+                main.assigned_value(*var)
+                    .is_some_and(|value| is_fail_guard(main, value, name))
+            })
+            .filter_map(|var| main.declared_name(var))
+            .collect();
+        let mut passed = 0;
+        for module in main.declarations("module_declaration") {
+            for (_, value) in main.module_params(module) {
+                let mentions = descendants(value)
+                    .into_iter()
+                    .any(|node| is_reference(main, node, name));
+                if mentions {
+                    passed += 1;
+                    violations.push(SecretViolation(format!(
+                        "{}: secure parameter `{name}` reaches a module without a fail() guard or @minLength(1)",
+                        main.at(value)
+                    )));
+                }
+                let guarded = descendants(value)
+                    .into_iter()
+                    .any(|node| guards.iter().any(|guard| is_reference(main, node, guard)));
+                passed += usize::from(guarded);
+            }
+        }
+        if passed == 0 {
+            violations.push(SecretViolation(format!(
+                "{}: secure parameter `{name}` is never passed on, guarded or not",
+                main.at(param)
+            )));
+        }
+    }
+    violations
+}
+
+/// `cond ? fail(...) : name` or `cond ? name : fail(...)`, with `name` in `cond`.
+fn is_fail_guard(file: &BicepFile, value: Node<'_>, name: &str) -> bool {
+    if value.kind() != "ternary_expression" {
+        return false;
+    }
+    let (Some(condition), Some(yes), Some(no)) = (
+        value.child_by_field_name("condition"),
+        value.child_by_field_name("consequence"),
+        value.child_by_field_name("alternative"),
+    ) else {
+        return false;
+    };
+    let fails = |branch: Node<'_>| {
+        branch.kind() == "call_expression" && call_name(file, branch) == Some("fail")
+    };
+    let is_name = |branch: Node<'_>| file.text(branch) == name;
+    let named_in_condition = descendants(condition)
+        .into_iter()
+        .any(|node| is_reference(file, node, name));
+    named_in_condition && ((fails(yes) && is_name(no)) || (is_name(yes) && fails(no)))
+}
+
+/// Whether `node` refers to the declaration `name` (an identifier that is not an object key).
+fn is_reference(file: &BicepFile, node: Node<'_>, name: &str) -> bool {
+    let is_key = node.parent().is_some_and(|parent| {
+        parent.kind() == "object_property"
+            && parent
+                .named_child(0)
+                .is_some_and(|key| key.id() == node.id())
+    });
+    node.kind() == "identifier" && !is_key && file.text(node) == name
+}

@@ -1,11 +1,14 @@
 -- Shared prelude of every governor script. KEYS: 1 state hash, 2 log zset of the last
 -- minute (member = reservation id, score = admitted at), 3 charges hash (id -> tokens),
--- 4 reconciled set, 5 log zset of the short window (a subset of 2). Moves the ledger's
+-- 4 reconciled set, 5 log zset of the short window (a subset of 2), 6 zset of the calls sent
+-- in the last second (member = reservation id, score = sent at). Moves the ledger's
 -- timeline to max(now, latest now seen) and drops the entries that left each window,
 -- keeping both running token totals exact: every entry enters and leaves each log once,
 -- so no admission walks the window.
 local state, window, charges, reconciled, short = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local sent = KEYS[6]
 local MINUTE_MS = 60000
+local SEND_WINDOW_MS = 1000
 
 -- Drops the entries of `zset` admitted at or before `cutoff`, subtracting their charges
 -- from `total`; `forget` also deletes their charges (they leave the ledger for good).
@@ -21,6 +24,9 @@ local function expire(zset, cutoff, total, forget)
     if forget then
       redis.call('HDEL', charges, unpack(chunk))
       redis.call('SREM', reconciled, unpack(chunk))
+      local marks = {}
+      for j = 1, #chunk do marks[j] = 's:' .. chunk[j] end
+      redis.call('SREM', reconciled, unpack(marks))
     end
   end
   redis.call('ZREMRANGEBYSCORE', zset, '-inf', cutoff)
@@ -36,6 +42,7 @@ local function advance(now, window_ms)
   -- The short window first: its entries' charges are still there.
   local short_total = expire(short, t - window_ms, tonumber(f[3]) or 0, false)
   local minute_total = expire(window, t - MINUTE_MS, tonumber(f[2]) or 0, true)
+  redis.call('ZREMRANGEBYSCORE', sent, '-inf', t - SEND_WINDOW_MS)
   redis.call('HSET', state, 'latest_now', t, 'minute_tokens', minute_total, 'short_tokens', short_total)
   return t, minute_total, short_total
 end

@@ -1,7 +1,8 @@
 -- Applies one ingest record atomically.
 -- KEYS[1]: the ticket hash. ARGV: prefix, ticket, version, snapshot json, closed ('1'/'0'),
 -- region ('' for none), summary kind, summary version, summary rank, summary json,
--- job count, region index cap, then JOB_ARGS entries per job (see enqueue_at).
+-- job count, region index cap, then JOB_ARGS entries per job (see enqueue_at), then the
+-- end of retention (epoch ms, '' to keep for ever) and the keys' expiry in ms (0: none).
 -- Returns 'accepted', 'duplicate' or 'stale'.
 local ticket, version = ARGV[2], tonumber(ARGV[3])
 local stored = redis.call('HGET', KEYS[1], 'version')
@@ -38,5 +39,22 @@ if region ~= '' then
   redis.call('SADD', key('rollup_due'), region)
 else
   redis.call('HDEL', KEYS[1], 'region')
+end
+
+-- Retention: the ticket joins the purge's index at its end of retention (the purge
+-- also takes it out of its region's index), and its keys expire by themselves a grace
+-- period later, so that they are bounded even where no purge runs.
+local after_jobs = 13 + tonumber(ARGV[11]) * JOB_ARGS
+local expire_at, ttl = ARGV[after_jobs], tonumber(ARGV[after_jobs + 1])
+if expire_at and expire_at ~= '' then
+  redis.call('ZADD', key('expiry'), expire_at, ticket)
+end
+if ttl and ttl > 0 then
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  redis.call('PEXPIRE', key('summary', ticket), ttl)
+  redis.call('PEXPIRE', key('ticket_jobs', ticket), ttl)
+  if region ~= '' then
+    redis.call('PEXPIRE', key('region_tickets', region), ttl)
+  end
 end
 return 'accepted'
