@@ -114,7 +114,10 @@ fn retry_policies_are_read_and_waited_as_the_host_does() {
         policy["strategies"],
         serde_json::to_value(STRATEGIES).unwrap()
     );
-    assert_eq!(policy["unlimited_max_retry_count"], UNLIMITED_MAX_RETRY_COUNT);
+    assert_eq!(
+        policy["unlimited_max_retry_count"],
+        UNLIMITED_MAX_RETRY_COUNT
+    );
     assert_eq!(policy["smallest_max_retry_count"], SMALLEST_MAX_RETRY_COUNT);
     assert_eq!(
         policy["exponential_randomization"].as_f64(),

@@ -7,7 +7,7 @@
 //! is poisoned after `maxDequeueCount`), and keeps the customer notices the functions
 //! publish through their Kafka outputs as the notifications topic. A function's retry
 //! policy is the one the emulation reads from its `function.json`.
-#![allow(clippy::expect_used, clippy::unwrap_used)]
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test harness: a failure is a failed test
 
 use serde_json::Value;
 pub use stormgate_handlers::functions_host::retry_policy::RetryPolicy;
@@ -38,10 +38,10 @@ impl PlatformFacts {
         let path = repo_path("tests/fixtures/platform/retry-and-offsets.json");
         let facts: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         PlatformFacts {
-            commits_when_retries_end_in_failure: facts["kafka_trigger"]
-                ["offsets_committed_when_retries_end_in_failure"]
-                .as_bool()
-                .unwrap(),
+            commits_when_retries_end_in_failure:
+                facts["kafka_trigger"]["offsets_committed_when_retries_end_in_failure"]
+                    .as_bool()
+                    .unwrap(),
         }
     }
 }

@@ -238,7 +238,12 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
     let mut runs = Vec::new();
     let mut names = Vec::new();
     if args.compare {
-        runs.push(replay_alongside(&scenario, trace, args.seed, reading(&args))?);
+        runs.push(replay_alongside(
+            &scenario,
+            trace,
+            args.seed,
+            reading(&args),
+        )?);
         names.push("replay");
     }
     runs.push(outcome.run);

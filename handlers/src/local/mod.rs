@@ -153,9 +153,15 @@ fn handler_settings(
         match options.openai {
             // The simulator's quotas are the scenario's scaled with the trace.
             OpenAiSource::Simulator => {
-                set(&format!("{prefix}_TPM"), options.time.quota(d.tpm).to_string());
+                set(
+                    &format!("{prefix}_TPM"),
+                    options.time.quota(d.tpm).to_string(),
+                );
                 if let Ok(rpm) = d.requests_per_minute() {
-                    set(&format!("{prefix}_RPM"), options.time.quota(rpm).to_string());
+                    set(
+                        &format!("{prefix}_RPM"),
+                        options.time.quota(rpm).to_string(),
+                    );
                 }
             }
             // A real deployment's quota is what it is; an RPM the scenario does not
@@ -453,8 +459,10 @@ async fn close_open_jobs(
     records: &[Value],
     store: &RedisStore,
 ) -> anyhow::Result<()> {
-    for job in verdict::ingested_jobs(records)?
+    let accepted = verdict::accepted_records(records)?;
+    for job in accepted
         .iter()
+        .flat_map(|r| &r.jobs)
         .filter(|j| j.kind == SummaryKind::Technician)
     {
         if recorder.technician_job_queued(job) {

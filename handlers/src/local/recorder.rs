@@ -191,8 +191,10 @@ impl Recorder {
             } else {
                 self.minute.fallbacks += 1;
             }
-            self.left
-                .insert((lease.job.id.ticket.as_str().to_owned(), lease.job.id.version));
+            self.left.insert((
+                lease.job.id.ticket.as_str().to_owned(),
+                lease.job.id.version,
+            ));
             let Some(t) = self.track(lease.job.id.ticket.as_str()) else {
                 continue;
             };

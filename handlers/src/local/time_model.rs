@@ -11,8 +11,9 @@
 //! arrive per minute. Three things are scaled with it so that the load relative to
 //! capacity stays the trace's:
 //!
-//! - each simulated deployment's TPM (and with it its RPM, 6 per 1,000 TPM) and the
-//!   handler's `STORMGATE_*_TPM` settings, so the governor and the simulator agree;
+//! - each simulated deployment's TPM and RPM (the scenario's `rpm`, else its model's
+//!   ratio to the TPM) and the handler's `STORMGATE_*_TPM` and `_RPM` settings, so the
+//!   governor and the simulator agree;
 //! - the coalescing hold (`STORMGATE_COALESCE_HOLD_SECONDS`, default 300 s), so a hold
 //!   gathers the same share of an outage's tickets (under ingest's 60 s minimum a job is
 //!   not held at all: from N = 5 on, nothing is held);

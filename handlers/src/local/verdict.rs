@@ -36,10 +36,19 @@ pub struct ExpectedJob {
     pub event: usize,
 }
 
-/// Every job ingest queues for `events` in their order: the real parser, classifier and
-/// ingest decide, and a version no newer than one already accepted queues nothing (a
-/// duplicate or stale record, as the store decides).
-pub fn ingested_jobs(events: &[Value]) -> anyhow::Result<Vec<ExpectedJob>> {
+/// A record ingest accepted (a version newer than any accepted before for its ticket),
+/// with the jobs it queued.
+#[derive(Debug, Clone)]
+pub struct AcceptedRecord {
+    pub sys_id: String,
+    pub version: u64,
+    pub jobs: Vec<ExpectedJob>,
+}
+
+/// Every record ingest accepts among `events`, in their order: the real parser,
+/// classifier and ingest decide, and a version no newer than one already accepted is
+/// a duplicate or stale record, as the store decides.
+pub fn accepted_records(events: &[Value]) -> anyhow::Result<Vec<AcceptedRecord>> {
     let classifier = Classifier::embedded()?;
     let store = MemoryStore::new();
     let clock = ManualClock::default();
@@ -50,8 +59,8 @@ pub fn ingested_jobs(events: &[Value]) -> anyhow::Result<Vec<ExpectedJob>> {
         classifier: &classifier,
         policy: &policy,
     };
-    let mut accepted: BTreeMap<String, u64> = BTreeMap::new();
-    let mut jobs = Vec::new();
+    let mut newest: BTreeMap<String, u64> = BTreeMap::new();
+    let mut accepted = Vec::new();
     for (index, event) in events.iter().enumerate() {
         let raw = serde_json::to_vec(event)?;
         // An event the parser rejects is dead-lettered by classify: it owes no summary.
@@ -61,37 +70,41 @@ pub fn ingested_jobs(events: &[Value]) -> anyhow::Result<Vec<ExpectedJob>> {
         let Ok(record) = prepare(ticket, &ctx, EpochMillis(0)) else {
             continue;
         };
-        let ticket = record.ticket.as_str().to_owned();
-        if accepted.get(&ticket).is_some_and(|&newest| record.version <= newest) {
+        let sys_id = record.ticket.as_str().to_owned();
+        if newest.get(&sys_id).is_some_and(|&v| record.version <= v) {
             continue;
         }
-        accepted.insert(ticket, record.version);
-        jobs.extend(record.jobs.iter().map(|j| ExpectedJob {
-            sys_id: j.id.ticket.as_str().to_owned(),
-            number: j.number.clone(),
-            version: j.id.version,
-            kind: j.id.kind,
-            severity: j.severity,
-            event: index,
-        }));
+        newest.insert(sys_id.clone(), record.version);
+        let jobs = record
+            .jobs
+            .iter()
+            .map(|j| ExpectedJob {
+                sys_id: j.id.ticket.as_str().to_owned(),
+                number: j.number.clone(),
+                version: j.id.version,
+                kind: j.id.kind,
+                severity: j.severity,
+                event: index,
+            })
+            .collect();
+        accepted.push(AcceptedRecord {
+            sys_id,
+            version: record.version,
+            jobs,
+        });
     }
-    Ok(jobs)
+    Ok(accepted)
 }
 
-/// The jobs ingest queues for the latest version of each ticket among `events`.
+/// The jobs ingest queues for the latest version of each ticket among `events` (none
+/// when that version queues none, a resolution say).
 pub fn expected_jobs(events: &[Value]) -> anyhow::Result<BTreeSet<ExpectedJob>> {
-    let mut latest: BTreeMap<String, (u64, Vec<ExpectedJob>)> = BTreeMap::new();
-    for job in ingested_jobs(events)? {
-        // Jobs come in the order ingest queued them: a newer version's replace the older.
-        let entry = latest
-            .entry(job.sys_id.clone())
-            .or_insert((job.version, Vec::new()));
-        if job.version != entry.0 {
-            *entry = (job.version, Vec::new());
-        }
-        entry.1.push(job);
+    let mut latest: BTreeMap<String, AcceptedRecord> = BTreeMap::new();
+    // Accepted versions only grow: the last one accepted is the latest.
+    for record in accepted_records(events)? {
+        latest.insert(record.sys_id.clone(), record);
     }
-    Ok(latest.into_values().flat_map(|(_, jobs)| jobs).collect())
+    Ok(latest.into_values().flat_map(|r| r.jobs).collect())
 }
 
 /// The verdict, written as JSON next to the report.
