@@ -2,7 +2,7 @@
 # The system packages the test suite needs, installed when missing (Debian/Ubuntu):
 # redis-server (tests and `stormgate local` start their own on a free port), openssl (the
 # rediss:// test makes its certificates), chromium (the storm lab's report is opened
-# headless by one test) and chromium-driver (chromedriver, for driving that browser).
+# headless by one test) and chromium-driver (the console test drives Chromium through chromedriver).
 # CI (.ci/run) runs this first; on a fresh machine run it once before
 # `cargo test --workspace`.
 set -euo pipefail

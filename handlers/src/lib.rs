@@ -20,6 +20,7 @@ pub mod redis_connector;
 pub mod related_search;
 pub mod secrets;
 pub mod servicenow;
+pub mod signals;
 pub mod simulator_http;
 pub mod system_clock;
 pub mod telemetry;
