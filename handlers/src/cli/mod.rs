@@ -5,6 +5,7 @@ pub mod dead_letters;
 pub mod lab_input;
 pub mod lab_progress;
 pub mod loadtest;
+pub mod local;
 pub mod plan;
 pub mod replay;
 pub mod simulate;
