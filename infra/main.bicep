@@ -183,6 +183,32 @@ param searchIndex string = ''
 @secure()
 param searchApiKey string
 
+// ---- Alerts (infra/modules/alerts.bicep; what each means: docs/operations.md, "Alerts") --------------------------
+
+@description('Resource id of the action group the alerts notify; empty: they fire in the portal only.')
+param alertActionGroupId string = ''
+
+@description('Consumer lag, in seconds, above which the consumer-lag alert fires.')
+@minValue(10)
+param alertConsumerLagSeconds int = 120
+
+@description('429s per minute on one deployment above which the throttling alert fires.')
+@minValue(1)
+param alertThrottlesPerMinute int = 10
+
+@description('Dead letters per hour above which the dead-letter alert fires.')
+@minValue(1)
+param alertDeadLettersPerHour int = 10
+
+@description('Redis memory use, in percent of maxmemory, above which the Redis alert fires.')
+@minValue(10)
+@maxValue(99)
+param alertRedisMemoryPercent int = 80
+
+@description('Failed invocations of one function in 15 minutes above which the failures alert fires.')
+@minValue(1)
+param alertFunctionFailures int = 5
+
 // ---- Derived values -------------------------------------------------------------------------------------------
 
 var token = take(uniqueString(subscription().id, resourceGroup().id, namePrefix), 8)
@@ -216,6 +242,30 @@ module monitoring 'modules/monitoring.bicep' = {
     appInsightsName: 'appi-${namePrefix}-${token}'
     retentionInDays: logRetentionInDays
     disableLocalAuth: true
+  }
+}
+
+module alerts 'modules/alerts.bicep' = {
+  name: 'alerts'
+  params: {
+    location: location
+    tags: allTags
+    appInsightsName: monitoring.outputs.appInsightsName
+    actionGroupId: alertActionGroupId
+    consumerLagSeconds: alertConsumerLagSeconds
+    throttlesPerMinute: alertThrottlesPerMinute
+    deadLettersPerHour: alertDeadLettersPerHour
+    redisMemoryPercent: alertRedisMemoryPercent
+    functionFailures: alertFunctionFailures
+  }
+}
+
+module workbook 'modules/workbook.bicep' = {
+  name: 'workbook'
+  params: {
+    location: location
+    tags: allTags
+    appInsightsName: monitoring.outputs.appInsightsName
   }
 }
 
@@ -377,6 +427,8 @@ output identityPrincipalId string = identity.outputs.principalId
 output storageAccountName string = storage.outputs.name
 output keyVaultName string = keyVault.outputs.name
 output appInsightsName string = monitoring.outputs.appInsightsName
+output alertRuleNames array = alerts.outputs.alertRuleNames
+output workbookId string = workbook.outputs.workbookId
 output openAiAccountName string = openAi.outputs.name
 output openAiEndpoint string = openAi.outputs.endpoint
 output premiumDeploymentName string = modelDeployments.premium.name

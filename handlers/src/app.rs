@@ -15,9 +15,12 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get, post};
 use stormgate_shared::clock::Clock;
+use stormgate_shared::controls::ControlStore;
 use stormgate_shared::dispatch_policy::DispatchConfig;
 use stormgate_shared::governor::Governor;
 use stormgate_shared::ingest::IngestPolicy;
+use stormgate_shared::job::Tier;
+use stormgate_shared::signals::{DeploymentConfig, FleetConfig, SignalStore};
 use stormgate_shared::store::Store;
 use tracing::Instrument;
 
@@ -54,6 +57,10 @@ pub struct AppState {
     pub settings: Arc<Settings>,
     /// The tier functions' LLM client, governor and sinks; `None` until configured.
     pub summarization: Option<Arc<functions::summarize::SummarizeRuntime>>,
+    /// The signal series next to the store (connected on first use).
+    pub signals: Arc<dyn SignalStore>,
+    /// The operators' controls and their audit next to the store (connected on first use).
+    pub controls: Arc<dyn ControlStore>,
 }
 
 impl AppState {
@@ -65,6 +72,8 @@ impl AppState {
             settings.deployment_budgets(),
         );
         AppState {
+            signals: store.signals(),
+            controls: store.controls(),
             store: Arc::new(store),
             governor,
             ingest: IngestPolicy {
@@ -100,6 +109,31 @@ impl AppState {
     /// The store, connecting on first use; an unreachable store is a 503.
     pub async fn store(&self) -> Result<Arc<dyn Store>, ApiError> {
         Ok(self.store.get().await?)
+    }
+
+    /// What readers without these settings need (published with every `dispatch` tick):
+    /// the deployments with their prices, the governor's policy, the deadlines.
+    pub fn fleet_config(&self) -> FleetConfig {
+        let tiers = [
+            (Tier::Premium, &self.settings.premium),
+            (Tier::Standard, &self.settings.standard),
+        ];
+        FleetConfig {
+            deployments: tiers
+                .into_iter()
+                .map(|(tier, t)| DeploymentConfig {
+                    tier,
+                    deployment: t.deployment.clone(),
+                    model: t.model.clone(),
+                    tpm: t.tokens_per_minute,
+                    rpm: t.requests_per_minute,
+                    price_input_per_1m: t.price_input_per_1m,
+                    price_output_per_1m: t.price_output_per_1m,
+                })
+                .collect(),
+            policy: *self.governor.policy(),
+            deadlines: self.ingest.deadlines,
+        }
     }
 }
 
@@ -185,6 +219,38 @@ pub const FUNCTIONS: &[FunctionRoute] = &[
         handler: || {
             get(functions::dead_letters::list).post(functions::dead_letters::resubmit_entries)
         },
+    },
+    FunctionRoute {
+        name: "status",
+        trigger: Trigger::Http {
+            methods: &["get"],
+            route: "status",
+        },
+        handler: || get(functions::status::get),
+    },
+    FunctionRoute {
+        name: "series",
+        trigger: Trigger::Http {
+            methods: &["get"],
+            route: "series",
+        },
+        handler: || get(functions::series::get),
+    },
+    FunctionRoute {
+        name: "console",
+        trigger: Trigger::Http {
+            methods: &["get"],
+            route: "console",
+        },
+        handler: || get(functions::console::get),
+    },
+    FunctionRoute {
+        name: "controls",
+        trigger: Trigger::Http {
+            methods: &["post"],
+            route: "controls",
+        },
+        handler: || post(functions::controls::post),
     },
     FunctionRoute {
         name: "health",

@@ -24,7 +24,7 @@ use stormgate_shared::sinks::{
 use stormgate_shared::store::{Store, StoreError};
 
 use crate::app::AppState;
-use crate::servicenow::{DeliveryReport, WorkNoteSink};
+use crate::servicenow::{DeliveryReport, OutboxError, WorkNoteSink};
 
 /// What an invocation handed to the sinks, and what waits.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -84,6 +84,14 @@ pub fn sinks(state: &AppState) -> Sinks {
 
 fn work_note_sink(state: &AppState) -> Option<&WorkNoteSink> {
     state.summarization.as_ref()?.work_notes.as_ref()
+}
+
+/// Work notes waiting in the ServiceNow outbox (0 when write-back is off).
+pub async fn outbox_pending(state: &AppState) -> Result<u64, OutboxError> {
+    match work_note_sink(state) {
+        Some(sink) => sink.outbox.pending().await,
+        None => Ok(0),
+    }
 }
 
 /// The customer notices of an invocation, claimed: record them with

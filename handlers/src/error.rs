@@ -5,6 +5,11 @@ use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
+use stormgate_shared::controls::ControlError;
+use stormgate_shared::controls::actions::ControlRejection;
+use stormgate_shared::governor::{GovernorError, LedgerError};
+use stormgate_shared::signals::SignalError;
+use stormgate_shared::signals::status::StatusError;
 use stormgate_shared::store::StoreError;
 
 #[derive(Debug, thiserror::Error)]
@@ -66,6 +71,52 @@ impl From<serde_json::Error> for ApiError {
     /// Only for encoding our own answers: failing to do so is a bug, not bad input.
     fn from(e: serde_json::Error) -> Self {
         ApiError::Internal(format!("could not encode the answer: {e}"))
+    }
+}
+
+impl From<SignalError> for ApiError {
+    fn from(e: SignalError) -> Self {
+        match e {
+            SignalError::Unavailable(detail) => ApiError::Unavailable(detail),
+            SignalError::Corrupt(detail) => {
+                ApiError::Internal(format!("corrupt signals: {detail}"))
+            }
+        }
+    }
+}
+
+impl From<ControlError> for ApiError {
+    fn from(e: ControlError) -> Self {
+        match e {
+            ControlError::Unavailable(detail) => ApiError::Unavailable(detail),
+            ControlError::Corrupt(detail) => {
+                ApiError::Internal(format!("corrupt controls: {detail}"))
+            }
+        }
+    }
+}
+
+impl From<StatusError> for ApiError {
+    fn from(e: StatusError) -> Self {
+        match e {
+            StatusError::Store(e) => e.into(),
+            StatusError::Signals(e) => e.into(),
+            StatusError::Governor(GovernorError::Ledger(LedgerError::Unavailable(detail))) => {
+                ApiError::Unavailable(detail)
+            }
+            StatusError::Governor(e) => ApiError::Internal(e.to_string()),
+        }
+    }
+}
+
+impl From<ControlRejection> for ApiError {
+    fn from(e: ControlRejection) -> Self {
+        match e {
+            ControlRejection::Invalid(message) => ApiError::BadRequest(message),
+            ControlRejection::NotFound(message) => ApiError::NotFound(message),
+            ControlRejection::Unavailable(detail) => ApiError::Unavailable(detail),
+            ControlRejection::Internal(detail) => ApiError::Internal(detail),
+        }
     }
 }
 

@@ -10,7 +10,11 @@ use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use stormgate_shared::controls::ControlStore;
+use stormgate_shared::controls::memory::MemoryControls;
 use stormgate_shared::governor::{Ledger, MemoryLedger};
+use stormgate_shared::signals::SignalStore;
+use stormgate_shared::signals::memory::MemorySignals;
 use stormgate_shared::store::{Store, StoreError};
 use tokio::sync::OnceCell;
 
@@ -22,6 +26,12 @@ pub trait ConnectStore: Send + Sync {
     /// The governor ledger shared by every instance using this store. Must not block
     /// or touch the network: it connects on first use.
     fn ledger(&self) -> Arc<dyn Ledger>;
+
+    /// The signal series next to the store (connects on first use, as the ledger).
+    fn signals(&self) -> Arc<dyn SignalStore>;
+
+    /// The operators' controls and their audit next to the store (connects on first use).
+    fn controls(&self) -> Arc<dyn ControlStore>;
 }
 
 /// A store handle that connects when first asked for the store.
@@ -38,21 +48,34 @@ impl LazyStore {
         }
     }
 
-    /// A handle around a store that is already connected, with a process-local ledger
-    /// (tests and single-process runs).
+    /// A handle around a store that is already connected, with a process-local ledger,
+    /// series and controls (tests and single-process runs).
     pub fn ready(store: Arc<dyn Store>) -> Self {
         Self::ready_with_ledger(store, Arc::new(MemoryLedger::new()))
     }
 
-    /// A handle around a store that is already connected and the ledger next to it.
+    /// A handle around a store that is already connected and the ledger next to it, with
+    /// a process-local series and controls.
     pub fn ready_with_ledger(store: Arc<dyn Store>, ledger: Arc<dyn Ledger>) -> Self {
         LazyStore {
             connector: Arc::new(AlreadyConnected {
                 store: store.clone(),
                 ledger,
+                signals: Arc::new(MemorySignals::new()),
+                controls: Arc::new(MemoryControls::new()),
             }),
             store: OnceCell::new_with(Some(store)),
         }
+    }
+
+    /// The signal series next to the store (built without connecting).
+    pub fn signals(&self) -> Arc<dyn SignalStore> {
+        self.connector.signals()
+    }
+
+    /// The controls next to the store (built without connecting).
+    pub fn controls(&self) -> Arc<dyn ControlStore> {
+        self.connector.controls()
     }
 
     /// The governor ledger next to the store (built without connecting).
@@ -84,6 +107,8 @@ impl fmt::Debug for LazyStore {
 struct AlreadyConnected {
     store: Arc<dyn Store>,
     ledger: Arc<dyn Ledger>,
+    signals: Arc<dyn SignalStore>,
+    controls: Arc<dyn ControlStore>,
 }
 
 #[async_trait]
@@ -94,6 +119,14 @@ impl ConnectStore for AlreadyConnected {
 
     fn ledger(&self) -> Arc<dyn Ledger> {
         self.ledger.clone()
+    }
+
+    fn signals(&self) -> Arc<dyn SignalStore> {
+        self.signals.clone()
+    }
+
+    fn controls(&self) -> Arc<dyn ControlStore> {
+        self.controls.clone()
     }
 }
 
@@ -114,6 +147,14 @@ mod tests {
 
         fn ledger(&self) -> Arc<dyn Ledger> {
             Arc::new(MemoryLedger::new())
+        }
+
+        fn signals(&self) -> Arc<dyn SignalStore> {
+            Arc::new(MemorySignals::new())
+        }
+
+        fn controls(&self) -> Arc<dyn ControlStore> {
+            Arc::new(MemoryControls::new())
         }
     }
 

@@ -20,10 +20,15 @@ use futures_util::Stream;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::auth::{BasicAuth, StreamingCredentialsProvider};
 use stormgate_shared::clock::EpochMillis;
+use stormgate_shared::controls::ControlStore;
+use stormgate_shared::controls::redis::RedisControls;
 use stormgate_shared::governor::{
     Admission, DeploymentName, ExternalUsage, Ledger, LedgerError, LedgerSnapshot, Reconciliation,
     RedisLedger, ReportedRemaining, Reservation, ThrottleKind, WindowLimits,
 };
+use stormgate_shared::redis_link::RedisLink;
+use stormgate_shared::signals::SignalStore;
+use stormgate_shared::signals::redis::RedisSignals;
 use stormgate_shared::store::redis::{Namespace, RedisStore};
 use stormgate_shared::store::{Store, StoreError, StoreLimits};
 use stormgate_shared::tokens::Tokens;
@@ -99,11 +104,24 @@ impl RedisConnector {
         }
     }
 
-    fn store(&self) -> Result<RedisStore, StoreError> {
-        let namespace: Namespace = self
-            .namespace
+    fn namespace(&self) -> Result<Namespace, StoreError> {
+        self.namespace
             .parse()
-            .map_err(|e| StoreError::Unavailable(format!("namespace: {e}")))?;
+            .map_err(|e| StoreError::Unavailable(format!("namespace: {e}")))
+    }
+
+    /// A connection of its own to the same Redis, made on first use, for the stores next
+    /// to the main one (signals, controls); one that can never connect when the URL or the
+    /// credentials cannot even be read (the store reports why).
+    fn link(&self) -> Arc<RedisLink> {
+        match (self.client(), self.connection_config()) {
+            (Ok(client), Ok(config)) => Arc::new(RedisLink::new(client, config)),
+            _ => Arc::new(RedisLink::unconnectable()),
+        }
+    }
+
+    fn store(&self) -> Result<RedisStore, StoreError> {
+        let namespace = self.namespace()?;
         Ok(
             RedisStore::with_config(self.client()?, namespace, self.connection_config()?)
                 .with_limits(self.limits),
@@ -196,6 +214,34 @@ impl ConnectStore for RedisConnector {
             ledger: OnceCell::new(),
         })
     }
+
+    fn signals(&self) -> Arc<dyn SignalStore> {
+        match self.namespace() {
+            Ok(namespace) => Arc::new(RedisSignals::new(self.link(), &namespace)),
+            Err(_) => Arc::new(RedisSignals::new(
+                Arc::new(RedisLink::unconnectable()),
+                &fallback_namespace(),
+            )),
+        }
+    }
+
+    fn controls(&self) -> Arc<dyn ControlStore> {
+        match self.namespace() {
+            Ok(namespace) => Arc::new(RedisControls::new(self.link(), &namespace)),
+            Err(_) => Arc::new(RedisControls::new(
+                Arc::new(RedisLink::unconnectable()),
+                &fallback_namespace(),
+            )),
+        }
+    }
+}
+
+/// The namespace a connector whose own is invalid names its unconnectable side stores with
+/// (they never reach Redis; its store reports the invalid namespace).
+fn fallback_namespace() -> Namespace {
+    NAMESPACE
+        .parse()
+        .unwrap_or_else(|_| unreachable!("the default namespace is valid"))
 }
 
 /// The governor's [`RedisLedger`], connected by the first admission (or any other call)
@@ -294,6 +340,10 @@ impl Ledger for LazyRedisLedger {
         now: EpochMillis,
     ) -> Result<LedgerSnapshot, LedgerError> {
         self.get().await?.snapshot(deployment, limits, now).await
+    }
+
+    async fn clear_throttle(&self, deployment: &DeploymentName) -> Result<(), LedgerError> {
+        self.get().await?.clear_throttle(deployment).await
     }
 }
 

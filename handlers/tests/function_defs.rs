@@ -59,6 +59,16 @@ fn every_function_folder_has_a_route_and_every_route_a_folder() {
     );
 }
 
+/// What each HTTP function requires: nothing for the health probe, the host's master key
+/// (`admin`) for the operators' controls, a function key for everything else.
+fn expected_auth_level(function: &str) -> &'static str {
+    match function {
+        "health" => "anonymous",
+        "controls" => "admin",
+        _ => "function",
+    }
+}
+
 #[test]
 fn http_functions_match_their_route_methods_and_auth_level() {
     for function in FUNCTIONS {
@@ -74,11 +84,7 @@ fn http_functions_match_their_route_methods_and_auth_level() {
                     .map(|m| m.as_str().unwrap())
                     .collect();
                 assert_eq!(declared, methods, "{}", function.name);
-                let expected_auth = if function.name == "health" {
-                    "anonymous"
-                } else {
-                    "function"
-                };
+                let expected_auth = expected_auth_level(function.name);
                 assert_eq!(trigger["authLevel"], expected_auth, "{}", function.name);
                 // Raw forwarding only applies to functions with nothing but httpTrigger + http out.
                 let types: Vec<Value> = bindings(function.name)
@@ -253,14 +259,10 @@ fn every_http_trigger_on_disk_needs_a_function_key_except_health() {
                 continue;
             }
             http_functions.push(name.clone());
-            let expected = if name == "health" {
-                "anonymous"
-            } else {
-                "function"
-            };
+            let expected = expected_auth_level(&name);
             assert_eq!(
                 binding["authLevel"], expected,
-                "{name}: every HTTP route but health requires a function key"
+                "{name}: every HTTP route but health requires a function key, and the controls the master key"
             );
             if name == "health" {
                 // Anonymous is only safe for a route that reveals nothing and changes nothing.

@@ -16,7 +16,12 @@ use stormgate_handlers::config::{LogFormat, Settings};
 use stormgate_handlers::lazy_store::{ConnectStore, LazyStore};
 use stormgate_handlers::system_clock::SystemClock;
 use stormgate_handlers::telemetry;
+use stormgate_shared::controls::ControlStore;
+use stormgate_shared::controls::redis::RedisControls;
 use stormgate_shared::governor::{Ledger, MemoryLedger};
+use stormgate_shared::redis_link::RedisLink;
+use stormgate_shared::signals::SignalStore;
+use stormgate_shared::signals::redis::RedisSignals;
 use stormgate_shared::store::memory::MemoryStore;
 use stormgate_shared::store::{Store, StoreError};
 use tower::ServiceExt;
@@ -34,6 +39,20 @@ impl ConnectStore for Unreachable {
 
     fn ledger(&self) -> Arc<dyn Ledger> {
         Arc::new(MemoryLedger::new())
+    }
+
+    fn signals(&self) -> Arc<dyn SignalStore> {
+        Arc::new(RedisSignals::new(
+            Arc::new(RedisLink::unconnectable()),
+            &"unreachable".parse().unwrap(),
+        ))
+    }
+
+    fn controls(&self) -> Arc<dyn ControlStore> {
+        Arc::new(RedisControls::new(
+            Arc::new(RedisLink::unconnectable()),
+            &"unreachable".parse().unwrap(),
+        ))
     }
 }
 

@@ -23,6 +23,14 @@
 //!      summary and acknowledges them, so no job ever ends without a summary;
 //! 3. logs its counters and the gauges ([`crate::gauges`]).
 //!
+//! Operators' controls ([`crate::controls`]) act here, read once per tick by the caller
+//! and passed to [`dispatch_controlled`]: a paused tier is not served at all (its jobs
+//! wait, its deadlines pass, the status says so); a tier forced to extractive-only has its
+//! groups leased in serve order and settled with the extractive summary at once
+//! ([`SpillReason::Controlled`]), none of them reaching a deployment. A deployment marked
+//! down or given another budget acts through the governor the caller passes
+//! ([`crate::governor::Governor::with_controls`]).
+//!
 //! A tick that fails (Redis unreachable midway) hands the jobs it leased back to their
 //! queues before returning the error, since the caller's answer, and with it every
 //! queue message, is discarded; what cannot be handed back returns at lease expiry.
@@ -42,6 +50,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::clock::{Clock, EpochMillis};
+use crate::controls::ControlState;
 use crate::dispatch_policy::DispatchConfig;
 use crate::fault_switches::{self, Mechanism};
 use crate::gauges::{self, GaugeError, Gauges};
@@ -119,6 +128,8 @@ pub enum SpillReason {
         budget: u64,
         throttled: bool,
     },
+    /// An operator forced the tier to the extractive summary.
+    Controlled,
 }
 
 /// A group moved to the next tier. When `to` is [`Tier::Extractive`] the leases are
@@ -162,6 +173,13 @@ pub struct DispatchCounters {
     /// because it was contested (in `spilled_to_standard` or `spilled_to_extractive` too).
     #[serde(default)]
     pub moved_down_while_contested: u64,
+    /// Jobs settled extractive because an operator forced their tier to it (included in
+    /// `spilled_to_extractive`).
+    #[serde(default)]
+    pub forced_extractive: u64,
+    /// LLM tiers not served because an operator paused them.
+    #[serde(default)]
+    pub paused_tiers: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -192,11 +210,20 @@ pub enum DispatchError {
     Gauges(#[from] GaugeError),
 }
 
-/// Runs one dispatch tick. See the module docs.
+/// Runs one dispatch tick with no operator controls in force. See the module docs.
 pub async fn dispatch_once(ctx: &DispatchContext<'_>) -> Result<DispatchOutcome, DispatchError> {
+    dispatch_controlled(ctx, &ControlState::default()).await
+}
+
+/// Runs one dispatch tick under the operators' tier controls (pause, extractive-only).
+pub async fn dispatch_controlled(
+    ctx: &DispatchContext<'_>,
+    controls: &ControlState,
+) -> Result<DispatchOutcome, DispatchError> {
     let started_at = ctx.clock.now();
     let mut tick = Tick {
         ctx,
+        controls,
         tick_end: started_at.plus(ctx.config.tick_budget()),
         waits_left: MAX_WAITS_PER_TICK,
         admitted: Vec::new(),
@@ -260,6 +287,7 @@ enum Placement {
 
 struct Tick<'c, 'a> {
     ctx: &'c DispatchContext<'a>,
+    controls: &'c ControlState,
     tick_end: EpochMillis,
     waits_left: u32,
     admitted: Vec<AdmittedGroup>,
@@ -314,6 +342,14 @@ impl Tick<'_, '_> {
     }
 
     async fn serve_tier(&mut self, tier: Tier) -> Result<(), DispatchError> {
+        let control = self.controls.tier(tier);
+        if control.is_paused() {
+            self.counters.paused_tiers += 1;
+            return Ok(());
+        }
+        if control.is_extractive_only() {
+            return self.settle_extractive(tier).await;
+        }
         let deployment = self.ctx.governor.deployment_for(tier).cloned();
         let blocked_until = self.serve_queue(tier, deployment.as_ref()).await?;
         if let (Some(free_at), Some(deployment)) = (blocked_until, deployment) {
@@ -426,6 +462,35 @@ impl Tick<'_, '_> {
             budget: used.budget,
             throttled: used.throttled,
         }))
+    }
+
+    /// Leases the tier's groups in serve order and hands each to the extractive tier: an
+    /// operator forced the tier to extractive-only.
+    async fn settle_extractive(&mut self, tier: Tier) -> Result<(), DispatchError> {
+        let config = self.ctx.config;
+        for _ in 0..config.max_groups_per_tier() {
+            let group = self
+                .ctx
+                .store
+                .lease(
+                    tier,
+                    self.ctx.clock.now(),
+                    config.lease_for(),
+                    config.max_group(),
+                    config.aging(),
+                )
+                .await?;
+            if group.is_empty() {
+                break;
+            }
+            self.counters.leased_jobs += group.len() as u64;
+            self.counters.forced_extractive += group.len() as u64;
+            self.in_hand = group.clone();
+            self.spill_to(tier, Tier::Extractive, SpillReason::Controlled, group)
+                .await?;
+            self.in_hand.clear();
+        }
+        Ok(())
     }
 
     /// Spills now, rather than at the head of the queue, every job that the tier's
@@ -659,5 +724,7 @@ fn log_counters(outcome: &DispatchOutcome) {
         spilled_to_extractive = c.spilled_to_extractive,
         extractive_by_table = c.extractive_by_table,
         moved_down_while_contested = c.moved_down_while_contested,
+        forced_extractive = c.forced_extractive,
+        paused_tiers = c.paused_tiers,
     );
 }

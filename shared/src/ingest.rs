@@ -450,7 +450,8 @@ pub fn prepare(
         (prediction, routed)
     };
     let routing = routed.severity;
-    let snapshot = TicketSnapshot::new(ticket, &log, prediction, routing, now);
+    let mut snapshot = TicketSnapshot::new(ticket, &log, prediction, routing, now);
+    snapshot.routing_basis = Some(routed.basis);
     let t = &snapshot.ticket;
 
     let summary = Summary {

@@ -12,6 +12,7 @@
 
 pub mod classifier;
 pub mod clock;
+pub mod controls;
 pub mod dead_letters;
 pub mod deadline_policy;
 pub mod dispatch_policy;
@@ -32,14 +33,18 @@ pub mod log_bounding;
 pub mod metering;
 pub mod model_quota;
 pub mod prompts;
+pub mod redis_link;
 pub mod related_context;
+pub mod resummarize;
 pub mod retention;
 pub mod retry;
 pub mod rollup;
 pub mod routing;
+pub mod routing_explanation;
 pub mod sample_events;
 pub mod scrubber;
 pub mod severity;
+pub mod signals;
 pub mod sinks;
 pub mod snapshot;
 pub mod store;
@@ -48,6 +53,7 @@ pub mod summary;
 #[cfg(any(test, feature = "test-support"))]
 pub mod testing;
 pub mod ticket_id;
+pub mod ticket_number;
 pub mod tier_table;
 pub mod token_estimate;
 pub mod tokens;

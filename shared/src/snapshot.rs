@@ -33,6 +33,10 @@ pub struct TicketSnapshot {
     /// The severity work is routed at: ServiceNow's priority, raised by the classifier's
     /// route-up one level at most without evidence ([`crate::routing`]).
     pub routing: Severity,
+    /// Why it is routed there ([`crate::routing::RoutingBasis`]); absent in snapshots
+    /// stored before the basis was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub routing_basis: Option<crate::routing::RoutingBasis>,
     pub customer_impacting: bool,
     pub ingested_at: EpochMillis,
 }
@@ -65,6 +69,7 @@ impl TicketSnapshot {
             people,
             prediction,
             routing,
+            routing_basis: None,
             ingested_at,
         }
     }

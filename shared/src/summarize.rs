@@ -40,7 +40,7 @@ use crate::extractive;
 use crate::fault_switches::{self, Mechanism};
 use crate::governor::Reservation;
 use crate::job::{JobId, SummaryKind, Tier};
-use crate::llm::{ChatRequest, LlmClient, RateLimitView};
+use crate::llm::{ChatRequest, LlmClient, RateLimitView, Usage};
 use crate::metering;
 use crate::prompts::{self, TicketText};
 use crate::related_context::RelatedContext;
@@ -146,9 +146,10 @@ pub struct SummarizeOutcome {
     /// Every LLM call made, in order.
     pub calls: Vec<CallRecord>,
     pub tokens_used: Tokens,
-    /// Of `tokens_used`, the prompt and the completion tokens billed (`usage`), for costs.
-    pub prompt_tokens: u64,
-    pub completion_tokens: u64,
+    /// What the deployment billed for the answered calls (their `usage`), summed: prompt
+    /// and completion tokens apart, as they are priced apart.
+    #[serde(default)]
+    pub billed: Usage,
     pub acked: usize,
     /// Leases that were no longer ours when acknowledged (reclaimed after expiry).
     pub lost_leases: usize,
@@ -378,8 +379,9 @@ impl TierWorker<'_> {
         let result = retried.result;
         if let Ok(completion) = &result {
             outcome.tokens_used += completion.usage.total();
-            outcome.prompt_tokens += completion.usage.prompt_tokens;
-            outcome.completion_tokens += completion.usage.completion_tokens;
+            outcome.billed.prompt_tokens += completion.usage.prompt_tokens;
+            outcome.billed.completion_tokens += completion.usage.completion_tokens;
+            outcome.billed.total_tokens += completion.usage.total().get();
         }
         // Built on first use: only customer text is scrubbed, and building it reads every
         // ticket's log, which for a technician summary would be work thrown away.

@@ -585,6 +585,9 @@ impl Ledger for LedgerLostMidTick {
     ) -> Result<LedgerSnapshot, LedgerError> {
         self.inner.snapshot(deployment, limits, now).await
     }
+    async fn clear_throttle(&self, deployment: &DeploymentName) -> Result<(), LedgerError> {
+        self.inner.clear_throttle(deployment).await
+    }
 }
 
 #[tokio::test]

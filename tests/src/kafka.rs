@@ -5,19 +5,12 @@
 //! a consumer-group reset), twice (at-least-once), or out of order.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-use base64::Engine;
-use serde_json::{Value, json};
+use serde_json::Value;
+pub use stormgate_handlers::functions_host::KafkaRecord;
+use stormgate_handlers::functions_host::payloads::{INCIDENT_TOPIC, kafka_batch};
+use stormgate_handlers::functions_host::runtime::wall_clock;
 
-pub const TOPIC: &str = "servicenow.incident";
-
-/// One record of the topic.
-#[derive(Debug, Clone, PartialEq)]
-pub struct KafkaRecord {
-    pub partition: i64,
-    pub offset: i64,
-    /// The ServiceNow incident event (the record's value).
-    pub event: Value,
-}
+pub const TOPIC: &str = INCIDENT_TOPIC;
 
 /// A topic's records in the order they were produced, one partition.
 #[derive(Debug, Clone, Default)]
@@ -59,23 +52,5 @@ impl Topic {
 
 /// The `classify` invocation the host sends for these records.
 pub fn batch_invocation(records: &[KafkaRecord]) -> Value {
-    let header = base64::engine::general_purpose::STANDARD.encode("incident");
-    let action = base64::engine::general_purpose::STANDARD.encode("update");
-    let encoded: Vec<String> = records
-        .iter()
-        .map(|r| {
-            json!({
-                "Offset": r.offset, "Partition": r.partition, "Topic": TOPIC,
-                "Timestamp": "2027-01-15T08:30:00Z", "Key": r.event["sys_id"],
-                "Value": r.event.to_string(),
-                "Headers": [{"Key": "table_name", "Value": header},
-                            {"Key": "action", "Value": action}],
-            })
-            .to_string()
-        })
-        .collect();
-    json!({
-        "Data": {"events": serde_json::to_string(&encoded).unwrap()},
-        "Metadata": {"sys": {"MethodName": "classify", "UtcNow": "2027-01-15T08:30:01Z", "RandGuid": "r"}}
-    })
+    kafka_batch("events", records, wall_clock())
 }

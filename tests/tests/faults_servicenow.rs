@@ -132,6 +132,16 @@ async fn a_servicenow_outage_delays_work_notes_not_summaries_and_they_catch_up()
     rig.advance_clock(Duration::from_secs(61));
     let tick = rig.dispatch().await;
     assert_eq!(tick["work_notes"]["delivered"], 0, "{tick}");
+    // The status counts the notes the outbox holds as waiting: an outage is never a quiet 0.
+    let status: Value = reqwest::get(format!("{}/api/status", rig.handler_url()))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let notes = &status["sinks"]["work_notes"];
+    assert_eq!(notes["in_outbox"], 8, "{notes}");
+    assert_eq!(notes["waiting"], 8, "{notes}");
     rig.servicenow.as_ref().unwrap().set_default(SnReply::Ok);
     rig.advance_clock(Duration::from_secs(121));
     let tick = rig.dispatch().await;

@@ -9,6 +9,7 @@
 mod infra_rules;
 
 use anyhow::{Context, anyhow};
+use infra_rules::alerts::{NamedQuery, named, property_violations, queries_of, query_violations};
 use infra_rules::api_versions::{PREVIEW_EXCEPTIONS, preview_api_versions};
 use infra_rules::app_settings::{
     KnownSetting, Needed, SettingsViolation, WrittenSettings, settings_violations, written_settings,
@@ -186,7 +187,7 @@ fn param_file_assignments_parse_as_declarations_of_their_template_parameters() -
 #[test]
 fn main_passes_each_module_exactly_the_parameters_it_declares() -> anyhow::Result<()> {
     let main = infra_file("main.bicep")?;
-    assert_eq!(main.declarations("module_declaration").len(), 10);
+    assert_eq!(main.declarations("module_declaration").len(), 12);
     assert_eq!(check_module_calls(&main)?, vec![]);
     Ok(())
 }
@@ -618,5 +619,231 @@ fn every_secure_parameter_is_read_from_the_environment_in_each_parameter_file() 
             );
         }
     }
+    Ok(())
+}
+
+// ---- alerts and the workbook -------------------------------------------------------------------------------
+
+fn platform_facts(name: &str) -> anyhow::Result<serde_json::Value> {
+    let path = stormgate_e2e::functions_host::repo_path(&format!("tests/fixtures/platform/{name}"));
+    Ok(serde_json::from_str(&std::fs::read_to_string(path)?)?)
+}
+
+fn alert_queries() -> anyhow::Result<Vec<NamedQuery>> {
+    Ok(queries_of(&infra_file("modules/alerts.bicep")?, "rules"))
+}
+
+#[test]
+fn every_alert_and_workbook_query_names_only_signals_the_product_logs() -> anyhow::Result<()> {
+    let facts = platform_facts("host-http-and-logs.json")?;
+    let alerts = alert_queries()?;
+    let charts = queries_of(&infra_file("modules/workbook.bicep")?, "charts");
+    assert_eq!(alerts.len(), 8, "{alerts:?}");
+    assert!(charts.len() >= 10, "{charts:?}");
+    for query in alerts.iter().chain(&charts) {
+        assert_eq!(
+            query_violations(query, &facts),
+            Vec::<String>::new(),
+            "{}",
+            query.query
+        );
+    }
+    Ok(())
+}
+
+#[test]
+fn the_alerts_cover_what_the_noc_must_hear_about() -> anyhow::Result<()> {
+    let alerts = alert_queries()?;
+    let covers = |event: &str, field: &str| {
+        alerts.iter().any(|a| {
+            let n = named(&a.query);
+            (n.events.contains(event) || n.messages.contains(event)) && n.fields.contains(field)
+        })
+    };
+    for (event, field) in [
+        ("severity", "behind_ms"),
+        ("consumer_lag", "lag_max_ms"),
+        ("deployment_status", "throttles_per_minute"),
+        ("deployment_status", "down"),
+        ("ingest", "dead_lettered"),
+        ("redis", "used_memory_percent"),
+        ("invocation failed", "span.path"),
+    ] {
+        assert!(covers(event, field), "no alert on {event}.{field}");
+    }
+    let facts = platform_facts("host-http-and-logs.json")?;
+    let poison = facts["poison_queue"]["message_prefix"].as_str().unwrap();
+    assert!(
+        alerts.iter().any(|a| a.query.contains(poison)),
+        "no alert on poisoned hand-off messages"
+    );
+    let p1 = alerts
+        .iter()
+        .find(|a| named(&a.query).events.contains("severity"))
+        .unwrap();
+    assert!(p1.query.contains("\"P1\", \"P2\""), "{}", p1.query);
+    Ok(())
+}
+
+#[test]
+fn alert_rule_rejects_a_query_of_a_signal_the_product_does_not_log() -> anyhow::Result<()> {
+    let facts = platform_facts("host-http-and-logs.json")?;
+    let query = |text: &str, measure: &str| NamedQuery {
+        name: "fixture".into(),
+        query: text.into(),
+        measure: Some(measure.into()),
+        dimensions: vec!["deployment".into()],
+        aggregation: Some("Maximum".into()),
+    };
+    let base = "traces | extend s = parse_json(message) | where tostring(s.target) == \"stormgate::gauges\"";
+    let cases = [
+        (
+            format!(
+                "{base} | where tostring(s.event) == \"deployment_status\" | summarize x = max(tolong(s.throttles)) by deployment = tostring(s.deployment)"
+            ),
+            "x",
+            "field \"throttles\"",
+        ),
+        (
+            format!(
+                "{base} | where tostring(s.event) == \"deployments\" | summarize x = count() by deployment = tostring(s.deployment)"
+            ),
+            "x",
+            "event \"deployments\"",
+        ),
+        (
+            format!(
+                "{base} | where tostring(s.event) == \"redis\" | summarize x = max(tolong(s.used_memory_percent))"
+            ),
+            "y",
+            "no column \"y\"",
+        ),
+        (
+            "traces | where message has \"poison\" | summarize x = count() by deployment = 1"
+                .to_owned(),
+            "x",
+            "neither",
+        ),
+        (
+            format!("{base} | summarize x = count() by deployment = 1"),
+            "x",
+            "names no event",
+        ),
+    ];
+    for (text, measure, expected) in cases {
+        let problems = query_violations(&query(&text, measure), &facts);
+        assert!(
+            problems.iter().any(|p| p.contains(expected)),
+            "{expected}: {problems:?}"
+        );
+    }
+    Ok(())
+}
+
+#[test]
+fn alert_and_workbook_properties_are_those_azure_defines() -> anyhow::Result<()> {
+    let types = platform_facts("azure-monitor-types.json")?;
+    let alerts = infra_file("modules/alerts.bicep")?;
+    let workbook = infra_file("modules/workbook.bicep")?;
+    assert_eq!(
+        property_violations(
+            &alerts,
+            "Microsoft.Insights/scheduledQueryRules@2023-12-01",
+            &types
+        ),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        property_violations(&workbook, "Microsoft.Insights/workbooks@2023-06-01", &types),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        alerts
+            .resources_of_type("Microsoft.Insights/scheduledQueryRules@")
+            .len(),
+        1
+    );
+    assert_eq!(
+        workbook
+            .resources_of_type("Microsoft.Insights/workbooks@")
+            .len(),
+        1
+    );
+    let aggregations = &types["types"]["Microsoft.Insights/scheduledQueryRules@2023-12-01"]["values"]
+        ["properties.criteria.allOf[].timeAggregation"];
+    for alert in alert_queries()? {
+        let aggregation = alert.aggregation.clone().unwrap_or_default();
+        assert!(
+            aggregations
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|v| v == &aggregation),
+            "{}: {aggregation}",
+            alert.name
+        );
+    }
+    Ok(())
+}
+
+#[test]
+fn property_rule_rejects_a_misspelt_alert_property() -> anyhow::Result<()> {
+    let types = platform_facts("azure-monitor-types.json")?;
+    let source = "resource a 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = {\n  name: 'a'\n  location: 'x'\n  properties: {\n    severty: 1\n    criteria: {\n      allOf: [\n        {\n          query: 'q'\n          treshold: 0\n        }\n      ]\n    }\n  }\n}\n";
+    let file = BicepFile::parse("fixture.bicep", source.to_owned())?;
+    let found = property_violations(
+        &file,
+        "Microsoft.Insights/scheduledQueryRules@2023-12-01",
+        &types,
+    );
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert!(found[0].contains("no property severty"), "{found:?}");
+    assert!(found[1].contains("no property treshold"), "{found:?}");
+    Ok(())
+}
+
+#[test]
+fn host_json_keeps_every_signal_line_out_of_sampling_and_logs_them() -> anyhow::Result<()> {
+    let facts = platform_facts("host-http-and-logs.json")?;
+    let host: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(
+        stormgate_e2e::functions_host::repo_path("host.json"),
+    )?)?;
+    let sampling = &host["logging"]["applicationInsights"]["samplingSettings"];
+    let names: Vec<&str> = facts["sampling"]["type_names"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    if sampling["isEnabled"] != false {
+        let excluded: Vec<&str> = sampling["excludedTypes"]
+            .as_str()
+            .unwrap_or_default()
+            .split(';')
+            .map(str::trim)
+            .collect();
+        for name in &excluded {
+            assert!(
+                names.contains(name),
+                "{name} is not a telemetry type the SDK knows"
+            );
+        }
+        let traces = facts["sampling"]["console_lines_are"].as_str().unwrap();
+        assert!(
+            excluded.contains(&traces),
+            "the handler's lines are {traces} telemetry: sampling would drop signal lines ({excluded:?})"
+        );
+    }
+    // The console lines' category logs at Information (its own level, or the default's).
+    let category = facts["console_lines"]["category"].as_str().unwrap();
+    let levels = &host["logging"]["logLevel"];
+    let level = levels[category]
+        .as_str()
+        .or(levels["default"].as_str())
+        .unwrap_or("Information");
+    assert!(
+        matches!(level, "Trace" | "Debug" | "Information"),
+        "{category} logs at {level}: the signal lines (Information) would be dropped"
+    );
     Ok(())
 }

@@ -1,4 +1,5 @@
-//! The `stormgate` command line: train, simulate, load test, replay, plan, dead letters, soak.
+//! The `stormgate` command line: train, simulate, load test, replay, plan, local, dead letters,
+//! soak, the terminal console (`status`) and the operators' controls (`control`).
 //!
 //! Each subcommand lives in its own module under `stormgate_handlers::cli`.
 
@@ -34,10 +35,18 @@ enum Command {
     Replay(cli::replay::ReplayArgs),
     /// Search the premium and standard TPM quotas for the cheapest pair that meets the SLOs.
     Plan(cli::plan::PlanArgs),
+    /// Run the real functions end to end on this machine: handler, Redis, the Azure
+    /// OpenAI simulator and the Functions host emulation, playing a storm in real time.
+    Local(cli::local::LocalArgs),
     /// List the events `classify` dead-lettered, or re-submit them through ingest.
     DeadLetters(cli::dead_letters::DeadLettersArgs),
     /// Weeks of tickets on virtual time into an empty Redis: the memory retention holds it to.
     Soak(cli::soak::SoakArgs),
+    /// The storm console in the terminal: verdict, queues, deployments, lag, controls; live.
+    Status(cli::status::StatusArgs),
+    /// Steer the pipeline: pause a tier, force extractive, mark a deployment down or up,
+    /// override its budget for a while, re-summarize a ticket (audited).
+    Control(cli::control::ControlArgs),
 }
 
 #[tokio::main]
@@ -46,8 +55,11 @@ async fn main() -> anyhow::Result<()> {
         Command::Train(args) => cli::train::run(&args),
         Command::Simulate(args) => cli::simulate::run(args).await,
         Command::Loadtest(args) => cli::loadtest::run(args).await,
+        Command::Local(args) => cli::local::run(args).await,
         Command::DeadLetters(args) => cli::dead_letters::run(args).await,
         Command::Soak(args) => cli::soak::run_soak(args).await,
+        Command::Status(args) => cli::status::run(args).await,
+        Command::Control(args) => cli::control::run(args).await,
         // The replay runs its own single-threaded runtime on virtual time.
         Command::Replay(args) => std::thread::spawn(move || cli::replay::run(args))
             .join()

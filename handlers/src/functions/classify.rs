@@ -20,6 +20,7 @@ use crate::app::AppState;
 use crate::classifier_loader::classifier;
 use crate::error::ApiError;
 use crate::invocation::{InvocationRequest, InvocationResponse, KafkaEvent};
+use crate::signals::{self, LagSamples};
 
 /// The kafkaTrigger binding's name in function.json.
 pub const EVENTS_BINDING: &str = "events";
@@ -35,9 +36,12 @@ pub async fn run(
     let mut records = invocation.take_kafka_records(EVENTS_BINDING)?;
     drop(invocation);
     let mut coordinates = BatchCoordinates::default();
-    let result = classify(&state, &mut records, &mut coordinates).await;
+    // Each record's consumer lag is measured against this instant.
+    let mut lags = LagSamples::at(state.clock.now());
+    let result = classify(&state, &mut records, &mut coordinates, &mut lags).await;
     match result {
         Ok(outcome) => {
+            signals::classify(state.signals.as_ref(), lags.now(), &outcome, &lags.samples).await;
             tracing::info!(
                 accepted = outcome.accepted,
                 duplicate_or_stale = outcome.duplicate_or_stale,
@@ -124,6 +128,7 @@ async fn classify(
     state: &AppState,
     records: &mut crate::invocation::KafkaRecords,
     coordinates: &mut BatchCoordinates,
+    lags: &mut LagSamples,
 ) -> Result<BatchOutcome, ApiError> {
     let store = state.store().await?;
     let classifier = classifier(&state.settings)?;
@@ -142,6 +147,7 @@ async fn classify(
         match decoded {
             Ok(event) => {
                 coordinates.add(&event);
+                lags.add(&event);
                 elements.push(element);
                 batch.add(&raw_event(event));
             }

@@ -28,7 +28,8 @@ use std::time::Duration;
 use axum::extract::State;
 use serde::Serialize;
 use stormgate_shared::dispatcher::{
-    AdmittedGroup, DispatchContext, DispatchCounters, DispatchError, DispatchOutcome, dispatch_once,
+    AdmittedGroup, DispatchContext, DispatchCounters, DispatchError, DispatchOutcome,
+    dispatch_controlled,
 };
 use stormgate_shared::extractive_settlement::{Settlement, settle_extractive};
 use stormgate_shared::gauges::GaugeError;
@@ -42,6 +43,7 @@ use crate::deliveries::{self, NoteAttempt, SinkReport};
 use crate::error::ApiError;
 use crate::invocation::{InvocationRequest, InvocationResponse};
 use crate::servicenow::DeliveryReport;
+use crate::signals;
 
 pub const TIMER_BINDING: &str = "timer";
 /// Queue output bindings, one per tier (queues `summarize-premium` / `summarize-standard`).
@@ -93,15 +95,22 @@ pub async fn run(
         tracing::info!("dispatch tick is past due");
     }
     let store = state.store().await?;
+    // The operators' controls, read once for the tick: they pause or force tiers here and
+    // shape the governor every admission of the tick goes through.
+    let now = state.clock.now();
+    let controls = state.controls.state(now).await?;
+    let governor = state.governor.with_controls(&controls, now);
     let ctx = DispatchContext {
         store: store.as_ref(),
-        governor: &state.governor,
+        governor: &governor,
         clock: state.clock.as_ref(),
         config: &state.dispatch,
         emit_gauges: true,
     };
-    let outcome = dispatch_once(&ctx).await.map_err(api_error)?;
-    let (extractive, settled) =
+    let outcome = dispatch_controlled(&ctx, &controls)
+        .await
+        .map_err(api_error)?;
+    let (extractive, settled, summarized) =
         settle_spilled(store.as_ref(), &state, &outcome, deliveries::sinks(&state)).await;
     let mut sinks = SinkReport::default();
     let notices = deliveries::deliver(
@@ -119,6 +128,16 @@ pub async fn run(
     }
     let notices = notices.record(store.as_ref(), &mut sinks).await;
     deliveries::finish(&state, store.as_ref(), &mut sinks).await;
+    signals::dispatch_tick(
+        &state,
+        store.as_ref(),
+        &controls,
+        &governor,
+        &outcome,
+        &summarized,
+        &sinks,
+    )
+    .await;
     let premium = messages(&outcome.admitted, Tier::Premium);
     let standard = messages(&outcome.admitted, Tier::Standard);
     let report = DispatchReport {
@@ -167,21 +186,26 @@ fn messages(admitted: &[AdmittedGroup], tier: Tier) -> Vec<&AdmittedGroup> {
     admitted.iter().filter(|group| group.tier == tier).collect()
 }
 
-/// Settles every job spilled to the extractive tier; the ids of those it settled.
+/// Settles every job spilled to the extractive tier; the ids of those it settled, and of
+/// those it stored a summary for.
 async fn settle_spilled(
     store: &dyn Store,
     state: &AppState,
     outcome: &DispatchOutcome,
     sinks: Sinks,
-) -> (ExtractiveReport, Vec<JobId>) {
+) -> (ExtractiveReport, Vec<JobId>, Vec<JobId>) {
     let mut report = ExtractiveReport::default();
     let mut settled = Vec::new();
+    let mut summarized = Vec::new();
     for lease in outcome.extractive_work().flat_map(|group| &group.leases) {
         match settle_extractive(store, state.clock.as_ref(), lease, sinks).await {
             Ok(settlement) => {
                 settled.push(lease.job.id.clone());
                 match settlement {
-                    Settlement::Summarized => report.summarized += 1,
+                    Settlement::Summarized => {
+                        report.summarized += 1;
+                        summarized.push(lease.job.id.clone());
+                    }
                     Settlement::Superseded => report.superseded += 1,
                     Settlement::Unreadable => report.unreadable += 1,
                     Settlement::LeaseLost => report.lease_lost += 1,
@@ -193,7 +217,7 @@ async fn settle_spilled(
             }
         }
     }
-    (report, settled)
+    (report, settled, summarized)
 }
 
 /// Redis unreachable (store or ledger) is a 503; anything else is a bug or corrupt data.

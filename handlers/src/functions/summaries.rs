@@ -1,13 +1,18 @@
 //! `GET /api/summaries/{ticket}`: the latest stored summary of each kind of one ticket,
-//! with the metadata a reader needs to trust it (version, tier, model or `extractive`,
-//! degraded flag, tokens, prompt version, time). 404 when the ticket has none.
+//! named by its `sys_id` or its number (`INC0012345`), with the metadata a reader needs
+//! to trust it (version, tier, model or `extractive`, degraded flag, tokens, prompt
+//! version, time) and why the ticket was routed where it was (ServiceNow's priority, the
+//! classifier's prediction and route-up, the tiers). 404 when the ticket is unknown or has
+//! no summary; 400 when the path is neither a `sys_id` nor a ticket number.
 
 use axum::Json;
 use axum::extract::{Path, State};
 use serde_json::{Map, Value, json};
+use stormgate_shared::controls::actions::ticket_id;
 use stormgate_shared::job::SummaryKind;
+use stormgate_shared::routing_explanation::explain;
+use stormgate_shared::snapshot::TicketSnapshot;
 use stormgate_shared::summary::Summary;
-use stormgate_shared::ticket_id::TicketId;
 
 use crate::app::AppState;
 use crate::error::ApiError;
@@ -16,13 +21,8 @@ pub async fn get(
     State(state): State<AppState>,
     Path(ticket): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let id: TicketId =
-        ticket
-            .parse()
-            .map_err(|e: stormgate_shared::ticket_id::TicketIdParseError| {
-                ApiError::BadRequest(e.to_string())
-            })?;
     let store = state.store().await?;
+    let id = ticket_id(store.as_ref(), &ticket).await?;
     let mut kinds = Map::new();
     let mut number = None;
     for kind in [SummaryKind::Technician, SummaryKind::Customer] {
@@ -34,10 +34,21 @@ pub async fn get(
     if kinds.is_empty() {
         return Err(ApiError::NotFound(format!("no summaries for ticket {id}")));
     }
+    let routing = match store.ticket_snapshot(&id).await? {
+        Some((_, snapshot)) => match serde_json::from_value::<TicketSnapshot>(snapshot) {
+            Ok(snapshot) => serde_json::to_value(explain(&snapshot, &state.ingest.tiers))?,
+            Err(error) => {
+                tracing::warn!(ticket = %id, %error, "unreadable snapshot: routing not explained");
+                Value::Null
+            }
+        },
+        None => Value::Null,
+    };
     Ok(Json(json!({
         "ticket": id.as_str(),
         "number": number,
         "summaries": kinds,
+        "routing": routing,
     })))
 }
 

@@ -35,6 +35,7 @@ use crate::deliveries::{self, SinkReport};
 use crate::error::ApiError;
 use crate::invocation::{InvocationRequest, InvocationResponse};
 use crate::servicenow::WorkNoteSink;
+use crate::signals;
 
 /// How often a running invocation renews its claims on calls: a few times within a
 /// claim's life, so that a slow Redis answer does not let one run out.
@@ -100,6 +101,17 @@ async fn summarize(
         }
     };
     let store = state.store().await?;
+    // The operators' controls shape this invocation's admissions too (a retry is admitted
+    // again): read once; without them the configured budget holds.
+    let now = state.clock.now();
+    let governor = match state.controls.state(now).await {
+        Ok(controls) => runtime.governor.with_controls(&controls, now),
+        Err(error) => {
+            tracing::warn!(%error, "controls not read: admitting under the configured budgets");
+            runtime.governor.clone()
+        }
+    };
+    let deployment_name = deployment.name.clone();
     let holder = format!("{:016x}", rand::random::<u64>());
     let jobs: Vec<JobId> = handoff.leases.iter().map(|l| l.job.id.clone()).collect();
     let _renewal = ClaimRenewal::start(
@@ -112,7 +124,7 @@ async fn summarize(
     let worker = TierWorker {
         store: store.as_ref(),
         client: runtime.client.as_ref(),
-        gate: &runtime.governor,
+        gate: &governor,
         clock: state.clock.as_ref(),
         deployment,
         settings: runtime.settings,
@@ -150,6 +162,7 @@ async fn summarize(
     .await;
     let notices = notices.record(store.as_ref(), &mut sinks).await;
     deliveries::finish(&state, store.as_ref(), &mut sinks).await;
+    signals::summarized(&state, tier, &deployment_name, &outcome, &sinks).await;
 
     // What the calls cost at the tier's prices (STORMGATE_<TIER>_PRICE_*_PER_1M, written by the
     // Bicep from the same object as the deployment).
@@ -157,14 +170,14 @@ async fn summarize(
         Tier::Premium => &state.settings.premium,
         _ => &state.settings.standard,
     };
-    let cost_usd = (outcome.prompt_tokens as f64 * prices.price_input_per_1m
-        + outcome.completion_tokens as f64 * prices.price_output_per_1m)
+    let cost_usd = (outcome.billed.prompt_tokens as f64 * prices.price_input_per_1m
+        + outcome.billed.completion_tokens as f64 * prices.price_output_per_1m)
         / 1_000_000.0;
     tracing::info!(
         event = "summarize.cost",
         %tier,
-        prompt_tokens = outcome.prompt_tokens,
-        completion_tokens = outcome.completion_tokens,
+        prompt_tokens = outcome.billed.prompt_tokens,
+        completion_tokens = outcome.billed.completion_tokens,
         cost_usd,
     );
     let mut response = InvocationResponse::new()

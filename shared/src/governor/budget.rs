@@ -190,6 +190,22 @@ impl DeploymentBudget {
     pub fn rpm(&self) -> u64 {
         self.rpm
     }
+
+    /// This budget at another TPM: Azure grants requests in proportion to tokens (the model's
+    /// ratio), so an operator's TPM override scales the RPM with it, rounding down.
+    pub fn with_tpm(&self, tpm: u64) -> DeploymentBudget {
+        let rpm = if self.tpm == 0 {
+            0
+        } else {
+            u64::try_from(u128::from(self.rpm) * u128::from(tpm) / u128::from(self.tpm))
+                .unwrap_or(u64::MAX)
+        };
+        DeploymentBudget {
+            tpm,
+            rpm,
+            ..self.clone()
+        }
+    }
 }
 
 /// How many even shares of the minute's tokens one short window may hold, at least 1.
@@ -319,6 +335,19 @@ mod tests {
         assert_eq!(l.requests, 135); // 900 RPM × 0.9 / 6
         assert_eq!(l.send_requests, 13); // 900 RPM × 0.9 / 60
         assert_eq!(l.window_ms, 10_000);
+    }
+
+    #[test]
+    fn a_tpm_override_scales_the_rpm_by_the_models_ratio() {
+        let gpt_4_1 = DeploymentBudget {
+            tier: Tier::Premium,
+            deployment: "premium".parse().unwrap(),
+            tpm: 150_000,
+            rpm: 150,
+        };
+        let halved = gpt_4_1.with_tpm(75_000);
+        assert_eq!((halved.tpm, halved.rpm), (75_000, 75));
+        assert_eq!(gpt_4_1.with_tpm(1_500).rpm, 1);
     }
 
     #[test]

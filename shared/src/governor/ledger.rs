@@ -229,4 +229,8 @@ pub trait Ledger: Send + Sync + std::fmt::Debug {
         limits: &WindowLimits,
         now: EpochMillis,
     ) -> Result<LedgerSnapshot, LedgerError>;
+
+    /// Ends the deployment's cooldown and down time now (an operator marked it up: the
+    /// quota is back before the Retry-After said). The throttle count is kept.
+    async fn clear_throttle(&self, deployment: &DeploymentName) -> Result<(), LedgerError>;
 }

@@ -468,6 +468,13 @@ impl Ledger for MemoryLedger {
         })
     }
 
+    async fn clear_throttle(&self, deployment: &DeploymentName) -> Result<(), LedgerError> {
+        self.with_state(deployment, |s| {
+            s.cooldown_until = 0;
+            s.down_until = 0;
+        })
+    }
+
     async fn observe_remaining(
         &self,
         deployment: &DeploymentName,

@@ -71,6 +71,7 @@
 pub mod budget;
 pub mod ledger;
 pub mod memory_ledger;
+mod overrides;
 pub mod redis_ledger;
 
 use std::collections::BTreeMap;
@@ -189,6 +190,8 @@ pub struct Governor {
     ledger: Arc<dyn Ledger>,
     policy: GovernorPolicy,
     deployments: BTreeMap<DeploymentName, Configured>,
+    /// Deployments an operator marked down, until when (see [`Governor::with_controls`]).
+    marked_down: BTreeMap<DeploymentName, EpochMillis>,
 }
 
 impl Governor {
@@ -209,6 +212,7 @@ impl Governor {
             ledger,
             policy,
             deployments,
+            marked_down: BTreeMap::new(),
         }
     }
 
@@ -247,6 +251,11 @@ impl Governor {
                 tokens: cost,
                 limit: limits.largest_call(),
             });
+        }
+        if let Some(&until) = self.marked_down.get(deployment)
+            && until > now
+        {
+            return Ok(Admission::Down { until });
         }
         let admission = self.ledger.admit(deployment, &limits, cost, now).await?;
         if let Admission::Deferred { retry_at } = admission {

@@ -40,6 +40,7 @@ static THROTTLE: LazyLock<Script> =
 static SNAPSHOT: LazyLock<Script> =
     LazyLock::new(|| with_prelude(include_str!("lua/snapshot.lua")));
 static OBSERVE: LazyLock<Script> = LazyLock::new(|| with_prelude(include_str!("lua/observe.lua")));
+static CLEAR: LazyLock<Script> = LazyLock::new(|| with_prelude(include_str!("lua/clear.lua")));
 
 fn with_prelude(body: &str) -> Script {
     Script::new(&format!("{PRELUDE}\n{body}"))
@@ -91,6 +92,7 @@ impl RedisLedger {
             &*THROTTLE,
             &*SNAPSHOT,
             &*OBSERVE,
+            &*CLEAR,
         ] {
             script.prepare_invoke().load_async(&mut conn).await?;
         }
@@ -181,6 +183,14 @@ impl Ledger for RedisLedger {
             .invoke_async(&mut self.conn.clone())
             .await?;
         Ok(EpochMillis(until))
+    }
+
+    async fn clear_throttle(&self, deployment: &DeploymentName) -> Result<(), LedgerError> {
+        CLEAR
+            .key(&self.keys(deployment))
+            .invoke_async::<u64>(&mut self.conn.clone())
+            .await?;
+        Ok(())
     }
 
     async fn observe_remaining(

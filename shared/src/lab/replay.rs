@@ -168,8 +168,18 @@ pub struct TicketTrack {
 }
 
 impl TicketTrack {
+    /// The track of a ticket that first arrived at `arrived`, nothing else known yet.
+    pub fn arriving(number: String, severity: Severity, arrived: EpochMillis) -> TicketTrack {
+        TicketTrack {
+            number,
+            severity: Some(severity),
+            arrived,
+            ..TicketTrack::default()
+        }
+    }
+
     /// A technician job of this ticket left the queue at `now`.
-    fn record_wait(&mut self, lease: &Lease, now: EpochMillis) {
+    pub fn record_wait(&mut self, lease: &Lease, now: EpochMillis) {
         self.open_jobs.retain(|j| j.0 != lease.job.id.version);
         let waited =
             u64::try_from(now.since(lease.job.enqueued_at).as_millis()).unwrap_or(u64::MAX);
@@ -613,12 +623,7 @@ fn register_arrival(recorder: &Shared<Recorder>, seed: u64, e: &TraceEvent) {
     r.numbers.insert(e.sys_id(seed), number.clone());
     r.tickets
         .entry(number.clone())
-        .or_insert_with(|| TicketTrack {
-            number,
-            severity: Some(e.severity()),
-            arrived: e.at(),
-            ..TicketTrack::default()
-        });
+        .or_insert_with(|| TicketTrack::arriving(number, e.severity(), e.at()));
 }
 
 // ---------------------------------------------------------------- naive policy

@@ -14,15 +14,17 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::{
-    AgingPolicy, CallClaim, DeadLetter, DeadLetterStats, IngestOutcome, IngestRecord, Lease,
-    LeasedGroup, OwedStats, PurgeReport, QueueStats, REGION_INDEX_CAP, SnapshotJson, Store,
-    StoreError, StoreLimits,
+    AgingPolicy, BREAKDOWN_SCAN, CallClaim, ConsoleStore, DeadLetter, DeadLetterStats,
+    IngestOutcome, IngestRecord, Lease, LeasedGroup, OwedStats, PurgeReport, QueueStats,
+    REGION_INDEX_CAP, ResummarizeOutcome, SeverityBreakdown, SnapshotJson, Store, StoreError,
+    StoreLimits,
 };
 use crate::clock::EpochMillis;
 use crate::job::{Job, JobId, SummaryKind, Tier};
 use crate::severity::Severity;
 use crate::summary::{PutOutcome, Summary, replaces, standing};
 use crate::ticket_id::TicketId;
+use crate::ticket_number::TicketNumber;
 
 /// The in-memory [`Store`]. Cheap to create; state lives as long as the value.
 #[derive(Debug, Default)]
@@ -88,6 +90,12 @@ struct State {
     expiry: BTreeMap<TicketId, u64>,
     expiry_order: BTreeSet<(u64, TicketId)>,
     dead_letters_trimmed: u64,
+    /// Ticket numbers (`INC…`) of kept tickets, both ways.
+    numbers: BTreeMap<TicketNumber, TicketId>,
+    ticket_numbers: BTreeMap<TicketId, TicketNumber>,
+    /// (ticket, kind, version) whose stored fallback an operator re-opened
+    /// ([`ConsoleStore::resummarize`]): it ranks as the instant summary until replaced.
+    reopened: BTreeSet<(TicketId, SummaryKind, u64)>,
 }
 
 /// Owed deliveries of one kind, by job id and by (due, job id): the sorted set of the
@@ -195,6 +203,10 @@ impl State {
             },
         );
         self.put_summary(&record.instant_summary);
+        if let Ok(number) = record.instant_summary.number.parse::<TicketNumber>() {
+            self.numbers.insert(number.clone(), record.ticket.clone());
+            self.ticket_numbers.insert(record.ticket.clone(), number);
+        }
         self.cancel(&record.ticket, record.version, &SummaryKind::ALL);
         for job in &record.jobs {
             if !(record.closed && job.id.kind == SummaryKind::Technician) {
@@ -250,12 +262,30 @@ impl State {
     fn put_summary(&mut self, summary: &Summary) -> PutOutcome {
         let key = (summary.ticket.clone(), summary.kind);
         match self.summaries.get(&key) {
-            Some(current) if !replaces(summary, current) => PutOutcome::Superseded,
-            _ => {
+            Some(current)
+                if !replaces(summary, current) && !self.reopened_for(summary, current) =>
+            {
+                PutOutcome::Superseded
+            }
+            current => {
+                if let Some(current) = current {
+                    self.reopened
+                        .remove(&(current.ticket.clone(), current.kind, current.version));
+                }
                 self.summaries.insert(key, summary.clone());
                 PutOutcome::Stored
             }
         }
+    }
+
+    /// Whether `candidate` replaces `current` only because an operator re-opened it: a
+    /// re-opened fallback ranks as the instant summary (0).
+    fn reopened_for(&self, candidate: &Summary, current: &Summary) -> bool {
+        candidate.version == current.version
+            && standing(candidate) > 0
+            && self
+                .reopened
+                .contains(&(current.ticket.clone(), current.kind, current.version))
     }
 
     fn enqueue(&mut self, job: &Job) -> bool {
@@ -685,7 +715,12 @@ impl State {
         self.summaries
             .get(&(id.ticket.clone(), id.kind))
             .is_some_and(|s| {
-                s.version > id.version || (s.version == id.version && standing(s) >= 1)
+                s.version > id.version
+                    || (s.version == id.version
+                        && standing(s) >= 1
+                        && !self
+                            .reopened
+                            .contains(&(id.ticket.clone(), id.kind, id.version)))
             })
     }
 
@@ -789,6 +824,12 @@ impl State {
     /// Deletes a ticket's snapshot, summaries, pending jobs and region entry.
     fn purge_ticket(&mut self, ticket: &TicketId) {
         self.tickets.remove(ticket);
+        if let Some(number) = self.ticket_numbers.remove(ticket)
+            && self.numbers.get(&number) == Some(ticket)
+        {
+            self.numbers.remove(&number);
+        }
+        self.reopened.retain(|(t, _, _)| t != ticket);
         for kind in SummaryKind::ALL {
             self.summaries.remove(&(ticket.clone(), kind));
         }
@@ -1056,5 +1097,92 @@ impl Store for MemoryStore {
     async fn release_calls(&self, ids: &[JobId], holder: &str) -> Result<(), StoreError> {
         self.state().release_calls(ids, holder);
         Ok(())
+    }
+}
+
+impl State {
+    /// Per severity, `tier`'s pending, held and leased jobs, and the oldest pending ones.
+    fn severity_breakdown(&self, tier: Tier, head: usize) -> SeverityBreakdown {
+        let mut breakdown = SeverityBreakdown::default();
+        for severity in Severity::ALL {
+            let i = severity.index();
+            if let Some(entries) = self.pending.get(&(tier, severity)) {
+                breakdown.pending[i] = entries.len() as u64;
+                breakdown.oldest[i] = entries
+                    .iter()
+                    .take(head)
+                    .filter_map(|(_, id)| self.jobs.get(id))
+                    .map(|stored| Job {
+                        tier,
+                        ..stored.job.clone()
+                    })
+                    .collect();
+            }
+        }
+        let count = |sets: &BTreeMap<Tier, BTreeSet<Entry>>| {
+            let mut counts = [0u64; 5];
+            for (_, id) in sets.get(&tier).into_iter().flatten().take(BREAKDOWN_SCAN) {
+                if let Some(stored) = self.jobs.get(id) {
+                    counts[stored.job.severity.index()] += 1;
+                }
+            }
+            counts
+        };
+        breakdown.held = count(&self.held);
+        breakdown.leased = count(&self.leased);
+        breakdown
+    }
+
+    fn resummarize(&mut self, job: &Job) -> ResummarizeOutcome {
+        let ticket = &job.id.ticket;
+        if self.tickets.get(ticket).map(|t| t.version) != Some(job.id.version) {
+            return ResummarizeOutcome::Stale;
+        }
+        let stored = self
+            .summaries
+            .get(&(ticket.clone(), job.id.kind))
+            .filter(|s| s.version == job.id.version)
+            .map(standing);
+        if stored == Some(2) {
+            return ResummarizeOutcome::AlreadyLlm;
+        }
+        let id = job.id.to_string();
+        if let Some(existing) = self.jobs.get(&id) {
+            if existing.lease.is_some() {
+                return ResummarizeOutcome::InFlight;
+            }
+            let existing = existing.job.clone();
+            self.remove_pending(&existing, &id);
+            self.forget(&id);
+        }
+        if stored == Some(1) {
+            self.reopened
+                .insert((ticket.clone(), job.id.kind, job.id.version));
+        }
+        self.enqueue(job);
+        ResummarizeOutcome::Queued
+    }
+}
+
+#[async_trait]
+impl ConsoleStore for MemoryStore {
+    async fn ticket_by_number(
+        &self,
+        number: &TicketNumber,
+    ) -> Result<Option<TicketId>, StoreError> {
+        Ok(self.state().numbers.get(number).cloned())
+    }
+
+    async fn severity_breakdown(
+        &self,
+        tier: Tier,
+        head: usize,
+    ) -> Result<SeverityBreakdown, StoreError> {
+        Ok(self.state().severity_breakdown(tier, head))
+    }
+
+    async fn resummarize(&self, jobs: &[Job]) -> Result<Vec<ResummarizeOutcome>, StoreError> {
+        let mut state = self.state();
+        Ok(jobs.iter().map(|job| state.resummarize(job)).collect())
     }
 }

@@ -304,7 +304,7 @@ pub struct OwedStats {
 
 /// The storage operations stormgate needs. See the module docs for the backends.
 #[async_trait]
-pub trait Store: Send + Sync + std::fmt::Debug {
+pub trait Store: ConsoleStore + Send + Sync + std::fmt::Debug {
     /// Applies each record atomically and independently; outcomes are in input order.
     ///
     /// Keyed on ticket + version: the same version again is `Duplicate`, an older one
@@ -502,4 +502,61 @@ pub trait Store: Send + Sync + std::fmt::Debug {
 
     /// The dead-letter stream's length, cap and trimmed count.
     async fn dead_letter_stats(&self) -> Result<DeadLetterStats, StoreError>;
+}
+
+/// Per severity, one tier's queued (pending), held and leased jobs, with the oldest
+/// queued ones: what the status reads to say how far behind each severity is.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SeverityBreakdown {
+    /// Indexed by [`Severity::index`] (P1 first).
+    pub pending: [u64; 5],
+    pub held: [u64; 5],
+    pub leased: [u64; 5],
+    /// Per severity, the longest-waiting pending jobs (at most the `head` asked for),
+    /// oldest first, each with its current tier.
+    pub oldest: [Vec<Job>; 5],
+}
+
+/// Held and leased jobs a [`Store::severity_breakdown`] looks at per tier, at most: the
+/// work in flight is far smaller; beyond it the counts stop.
+pub const BREAKDOWN_SCAN: usize = 100_000;
+
+/// What [`Store::resummarize`] did with one job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResummarizeOutcome {
+    /// Queued (a pending job of the same id was taken out first); a degraded fallback of
+    /// this version is no longer final, so the job's call will be made.
+    Queued,
+    /// The LLM summary of this version is stored already: nothing to do.
+    AlreadyLlm,
+    /// The job is leased: its call is being made now.
+    InFlight,
+    /// The ticket's latest version is not the job's (or the ticket is gone).
+    Stale,
+}
+
+/// The console's reads and the operators' one-shot actions on the store: added to
+/// [`Store`] by the same two backends.
+#[async_trait]
+pub trait ConsoleStore: Send + Sync {
+    /// The ticket a number (`INC0012345`) names, while the ticket is kept: every accepted
+    /// version files its number, and the purge removes it with the ticket.
+    async fn ticket_by_number(
+        &self,
+        number: &crate::ticket_number::TicketNumber,
+    ) -> Result<Option<TicketId>, StoreError>;
+
+    /// One tier's jobs per severity; `head` oldest pending jobs of each severity with them.
+    async fn severity_breakdown(
+        &self,
+        tier: Tier,
+        head: usize,
+    ) -> Result<SeverityBreakdown, StoreError>;
+
+    /// Queues each job again now, for an operator who wants a ticket summarized again
+    /// (each job one atomic step; see [`ResummarizeOutcome`]). A job whose version's
+    /// fallback is stored makes that fallback no longer final, so the call is made and
+    /// the LLM summary replaces it; a version the LLM summarized already is left alone.
+    async fn resummarize(&self, jobs: &[Job]) -> Result<Vec<ResummarizeOutcome>, StoreError>;
 }

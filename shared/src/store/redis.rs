@@ -16,7 +16,8 @@
 //!
 //! | key                               | type   | content                                                  |
 //! |-----------------------------------|--------|----------------------------------------------------------|
-//! | `{ns}:ticket:<sys_id>`            | hash   | `version`, `snapshot` (JSON), `region` (when it has one) |
+//! | `{ns}:ticket:<sys_id>`            | hash   | `version`, `snapshot` (JSON), `region` (when it has one), `number` |
+//! | `{ns}:number:<number>`            | string | the `sys_id` of the ticket numbered so (`INC0012345`); expires and is purged with the ticket |
 //! | `{ns}:summary:<sys_id>`           | hash   | per kind: `<kind>` (JSON), `<kind>:version`, `<kind>:rank` (extractive 0, LLM 1) |
 //! | `{ns}:job:<job id>`               | hash   | `json`, `ticket`, `version`, `kind`, `tier`, `rank`, `enq`, `co`; while leased `token`, `exp`; `cancelled` |
 //! | `{ns}:ticket_jobs:<sys_id>`       | set    | ids of the ticket's pending and leased jobs              |
@@ -66,9 +67,10 @@ use redis::{ErrorKind, Script, ScriptInvocation, ServerErrorKind, Value};
 use tokio::sync::OnceCell;
 
 use super::{
-    AgingPolicy, CallClaim, DeadLetter, DeadLetterStats, IngestOutcome, IngestRecord,
-    KEY_EXPIRY_GRACE, Lease, LeasedGroup, OwedStats, PurgeReport, QueueStats, REGION_INDEX_CAP,
-    Store, StoreError, StoreLimits,
+    AgingPolicy, BREAKDOWN_SCAN, CallClaim, ConsoleStore, DeadLetter, DeadLetterStats,
+    IngestOutcome, IngestRecord, KEY_EXPIRY_GRACE, Lease, LeasedGroup, OwedStats, PurgeReport,
+    QueueStats, REGION_INDEX_CAP, ResummarizeOutcome, SeverityBreakdown, Store, StoreError,
+    StoreLimits,
 };
 use crate::clock::EpochMillis;
 use crate::event::CdcHeaders;
@@ -77,6 +79,7 @@ use crate::job::{Job, JobId, SummaryKind, Tier};
 use crate::severity::Severity;
 use crate::summary::{PutOutcome, Summary, standing};
 use crate::ticket_id::TicketId;
+use crate::ticket_number::TicketNumber;
 
 /// A store namespace: 1 to 64 characters from `A-Z a-z 0-9 _ - . :`, so that it can
 /// sit inside a hash tag and never collide with the key separators that follow it.
@@ -203,6 +206,23 @@ impl LedgerScripts {
     }
 }
 
+/// The scripts of the console's reads and the operators' actions ([`ConsoleStore`]).
+struct ConsoleScripts {
+    severity_breakdown: Script,
+    resummarize: Script,
+}
+
+static CONSOLE_SCRIPTS: LazyLock<ConsoleScripts> = LazyLock::new(|| ConsoleScripts {
+    severity_breakdown: store_script!("severity_breakdown.lua"),
+    resummarize: store_script!("resummarize.lua"),
+});
+
+impl ConsoleScripts {
+    fn all(&self) -> [&Script; 2] {
+        [&self.severity_breakdown, &self.resummarize]
+    }
+}
+
 /// The Redis [`Store`]. Clone-free: share it behind an `Arc`.
 pub struct RedisStore {
     client: redis::Client,
@@ -301,7 +321,12 @@ impl RedisStore {
 
     async fn load_scripts(&self, connection: &mut ConnectionManager) -> Result<(), StoreError> {
         let mut pipe = redis::pipe();
-        for script in SCRIPTS.all().into_iter().chain(LEDGER_SCRIPTS.all()) {
+        for script in SCRIPTS
+            .all()
+            .into_iter()
+            .chain(LEDGER_SCRIPTS.all())
+            .chain(CONSOLE_SCRIPTS.all())
+        {
             pipe.load_script(script);
         }
         self.round_trips.fetch_add(1, Ordering::Relaxed);
@@ -373,7 +398,14 @@ impl RedisStore {
                     .map(|at| at.as_millis().to_string())
                     .unwrap_or_default(),
             )
-            .arg(self.key_ttl_ms());
+            .arg(self.key_ttl_ms())
+            .arg(
+                summary
+                    .number
+                    .parse::<TicketNumber>()
+                    .map(String::from)
+                    .unwrap_or_default(),
+            );
         Ok(invocation)
     }
 }
@@ -1162,6 +1194,80 @@ impl Store for RedisStore {
         }
         self.run::<u64>(&invocation).await?;
         Ok(())
+    }
+}
+
+#[async_trait]
+impl ConsoleStore for RedisStore {
+    async fn ticket_by_number(
+        &self,
+        number: &TicketNumber,
+    ) -> Result<Option<TicketId>, StoreError> {
+        let mut cmd = redis::cmd("GET");
+        cmd.arg(self.key(&["number", number.as_str()]));
+        let id: Option<String> = self.query(&cmd).await?;
+        id.map(|id| {
+            id.parse()
+                .map_err(|e: crate::ticket_id::TicketIdParseError| {
+                    StoreError::Corrupt(e.to_string())
+                })
+        })
+        .transpose()
+    }
+
+    async fn severity_breakdown(
+        &self,
+        tier: Tier,
+        head: usize,
+    ) -> Result<SeverityBreakdown, StoreError> {
+        let mut invocation = CONSOLE_SCRIPTS.severity_breakdown.prepare_invoke();
+        invocation
+            .arg(&self.prefix)
+            .arg(tier.as_str())
+            .arg(redis_count(head))
+            .arg(BREAKDOWN_SCAN);
+        type Reply = (Vec<u64>, Vec<Vec<String>>, Vec<u64>, Vec<u64>);
+        let (pending, oldest, held, leased): Reply = self.run(&invocation).await?;
+        let five = |v: Vec<u64>| -> Result<[u64; 5], StoreError> {
+            v.try_into()
+                .map_err(|_| StoreError::Corrupt("severity breakdown: not 5 ranks".into()))
+        };
+        let mut breakdown = SeverityBreakdown {
+            pending: five(pending)?,
+            held: five(held)?,
+            leased: five(leased)?,
+            ..SeverityBreakdown::default()
+        };
+        for (slot, jsons) in breakdown.oldest.iter_mut().zip(oldest) {
+            for json in jsons {
+                let mut job: Job = from_json(&json)?;
+                job.tier = tier;
+                slot.push(job);
+            }
+        }
+        Ok(breakdown)
+    }
+
+    async fn resummarize(&self, jobs: &[Job]) -> Result<Vec<ResummarizeOutcome>, StoreError> {
+        let mut outcomes = Vec::with_capacity(jobs.len());
+        for job in jobs {
+            let mut invocation = CONSOLE_SCRIPTS.resummarize.prepare_invoke();
+            invocation.arg(&self.prefix);
+            push_job_args(&mut invocation, job)?;
+            let reply: String = self.run(&invocation).await?;
+            outcomes.push(match reply.as_str() {
+                "queued" => ResummarizeOutcome::Queued,
+                "already_llm" => ResummarizeOutcome::AlreadyLlm,
+                "in_flight" => ResummarizeOutcome::InFlight,
+                "stale" => ResummarizeOutcome::Stale,
+                other => {
+                    return Err(StoreError::Corrupt(format!(
+                        "unexpected resummarize reply {other:?}"
+                    )));
+                }
+            });
+        }
+        Ok(outcomes)
     }
 }
 

@@ -137,6 +137,17 @@ impl RedisServer {
         Ok(RedisStore::new(client, namespace))
     }
 
+    /// A connection to this server made on first use, for the stores next to the main one
+    /// (signals, controls).
+    pub fn link(&self) -> Result<std::sync::Arc<crate::redis_link::RedisLink>, RedisServerError> {
+        let client =
+            redis::Client::open(self.url()).map_err(|e| RedisServerError::Store(e.to_string()))?;
+        Ok(std::sync::Arc::new(crate::redis_link::RedisLink::new(
+            client,
+            RedisStore::connection_defaults(),
+        )))
+    }
+
     pub fn port(&self) -> u16 {
         self.port
     }

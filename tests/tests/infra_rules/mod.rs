@@ -3,6 +3,7 @@
 //! Each rule is a function from parsed files (and, where the handler is involved, its settings table) to a list
 //! of violations, so a test can run it on the real templates and on small broken fixtures alike.
 
+pub mod alerts;
 pub mod api_versions;
 pub mod app_settings;
 pub mod bicep;

@@ -2,7 +2,8 @@
 -- KEYS[1]: the ticket hash. ARGV: prefix, ticket, version, snapshot json, closed ('1'/'0'),
 -- region ('' for none), summary kind, summary version, summary rank, summary json,
 -- job count, region index cap, then JOB_ARGS entries per job (see enqueue_at), then the
--- end of retention (epoch ms, '' to keep for ever) and the keys' expiry in ms (0: none).
+-- end of retention (epoch ms, '' to keep for ever), the keys' expiry in ms (0: none) and
+-- the ticket's number ('' when it has none that can name a key).
 -- Returns 'accepted', 'duplicate' or 'stale'.
 local ticket, version = ARGV[2], tonumber(ARGV[3])
 local stored = redis.call('HGET', KEYS[1], 'version')
@@ -55,6 +56,17 @@ if ttl and ttl > 0 then
   redis.call('PEXPIRE', key('ticket_jobs', ticket), ttl)
   if region ~= '' then
     redis.call('PEXPIRE', key('region_tickets', region), ttl)
+  end
+end
+
+-- The ticket's number (INC...) names it for readers, for as long as its keys live.
+local number = ARGV[after_jobs + 2]
+if number and number ~= '' then
+  local named = key('number', number)
+  redis.call('SET', named, ticket)
+  redis.call('HSET', KEYS[1], 'number', number)
+  if ttl and ttl > 0 then
+    redis.call('PEXPIRE', named, ttl)
   end
 end
 return 'accepted'

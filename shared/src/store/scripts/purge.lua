@@ -17,6 +17,10 @@ for i, ticket in ipairs(due) do
   if redis.call('SCARD', key('ticket_jobs', ticket)) == 0 then
     redis.call('DEL', key('ticket_jobs', ticket))
   end
+  local number = redis.call('HGET', ticket_key, 'number')
+  if number and redis.call('GET', key('number', number)) == ticket then
+    redis.call('DEL', key('number', number))
+  end
   redis.call('DEL', ticket_key, key('summary', ticket))
   redis.call('ZREM', key('expiry'), ticket)
   purged = purged + 1
