@@ -25,10 +25,18 @@ use super::retry_policy::{
 /// The folders of `function-defs/` this build carries, with their `function.json`
 /// texts: what `cargo xtask dist` ships next to this build's handler. A test checks the
 /// list against the folders on disk.
-const BUILT_IN_FUNCTIONS: [(&str, &str); 9] = [
+const BUILT_IN_FUNCTIONS: [(&str, &str); 13] = [
     (
         "classify",
         include_str!("../../../function-defs/classify/function.json"),
+    ),
+    (
+        "console",
+        include_str!("../../../function-defs/console/function.json"),
+    ),
+    (
+        "controls",
+        include_str!("../../../function-defs/controls/function.json"),
     ),
     (
         "dead-letters",
@@ -49,6 +57,14 @@ const BUILT_IN_FUNCTIONS: [(&str, &str); 9] = [
     (
         "rollup",
         include_str!("../../../function-defs/rollup/function.json"),
+    ),
+    (
+        "series",
+        include_str!("../../../function-defs/series/function.json"),
+    ),
+    (
+        "status",
+        include_str!("../../../function-defs/status/function.json"),
     ),
     (
         "summaries",
