@@ -110,6 +110,9 @@ param modelDeployments tierDeployments = {
 @description('Fraction of each deployment budget the governor keeps in reserve (429s arrive slightly before the limit).')
 param governorHeadroom string = '0.10'
 
+@description('Tier of each summary kind at each routing severity, P1 to P5 (STORMGATE_TIER_TABLE; README, Configuration). The default is the seed write-up\'s: P4/P5 technician summaries extractive while the standard deployment is contested; lifted tickets use what the tickets ServiceNow rates leave over.')
+param tierTable string = 'technician=premium,premium,standard,standard-when-calm,standard-when-calm;lifted=premium-when-calm,premium-when-calm,standard-when-calm,standard-when-calm,standard-when-calm;customer=standard,standard,standard,standard,standard'
+
 // ---- Redis ----------------------------------------------------------------------------------------------------
 
 @description('managed = deploy Azure Managed Redis; existing = use the Redis whose URL is given in existingRedisUrl.')
@@ -381,6 +384,7 @@ module functionApp 'modules/functionapp.bicep' = {
     openAiApiVersion: openAiApiVersion
     modelDeployments: modelDeployments
     governorHeadroom: governorHeadroom
+    tierTable: tierTable
     managedRedisUrl: useManagedRedis ? redis.outputs.url : ''
     existingRedisAuth: existingRedisAuth
     keyVaultUri: keyVault.outputs.uri

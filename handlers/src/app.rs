@@ -78,6 +78,7 @@ impl AppState {
             governor,
             ingest: IngestPolicy {
                 coalesce_hold: settings.coalesce_hold,
+                tiers: settings.tier_table,
                 ..IngestPolicy::default()
             },
             dispatch: DispatchConfig::default(),

@@ -18,6 +18,7 @@ use stormgate_shared::ingest::IngestPolicy;
 use stormgate_shared::job::Tier;
 use stormgate_shared::model_quota;
 use stormgate_shared::store::{DEFAULT_DEAD_LETTER_CAP, DEFAULT_RETENTION, StoreLimits};
+use stormgate_shared::tier_table::{DEFAULT_TIER_TABLE, TierTable};
 
 use crate::secrets::{self, Secret, SecretSource};
 
@@ -100,6 +101,7 @@ pub const KEY_VAULT_URL: &str = "STORMGATE_KEY_VAULT_URL";
 pub const CLASSIFIER_MODEL_PATH: &str = "STORMGATE_CLASSIFIER_MODEL_PATH";
 pub const ROUTE_UP_THRESHOLD: &str = "STORMGATE_ROUTE_UP_THRESHOLD";
 pub const COALESCE_HOLD_SECONDS: &str = "STORMGATE_COALESCE_HOLD_SECONDS";
+pub const TIER_TABLE: &str = "STORMGATE_TIER_TABLE";
 pub const RETENTION_DAYS: &str = "STORMGATE_RETENTION_DAYS";
 pub const DEAD_LETTER_MAX: &str = "STORMGATE_DEAD_LETTER_MAX";
 pub const SERVICENOW_INSTANCE_URL: &str = "SERVICENOW_INSTANCE_URL";
@@ -292,6 +294,13 @@ pub const SETTINGS: &[SettingSpec] = &[
         Handler,
         Some("300"),
         "Longest a job that may share its outage's LLM call waits for it (a quarter of its deadline at most; 0 = never).",
+    ),
+    setting(
+        TIER_TABLE,
+        Optional,
+        Handler,
+        Some(DEFAULT_TIER_TABLE),
+        "Tier of each summary at each routing severity, P1 to P5, in three rows: `technician` (tickets at ServiceNow's priority), `lifted` (technician summaries of tickets the classifier routed above it), `customer` (notices). Entries: `premium`, `standard`, `premium-when-calm` / `standard-when-calm` (that deployment while its last minute holds under half its budget; while contested, one tier down: premium to standard, standard to extractive), `extractive` (never the LLM). See docs/storm-lab.md, *The tier table*.",
     ),
     setting(
         RETENTION_DAYS,
@@ -530,6 +539,8 @@ pub struct Settings {
     pub route_up_threshold: Option<f64>,
     /// The ingest policy's `coalesce_hold`.
     pub coalesce_hold: Duration,
+    /// The ingest policy's tier table.
+    pub tier_table: TierTable,
     /// What the store keeps: ticket retention and the dead-letter cap.
     pub store_limits: StoreLimits,
     pub servicenow: Option<ServiceNowSettings>,
@@ -633,6 +644,7 @@ impl Settings {
             classifier_model_path: None,
             route_up_threshold: None,
             coalesce_hold: IngestPolicy::default().coalesce_hold,
+            tier_table: TierTable::default(),
             store_limits: StoreLimits::default(),
             servicenow: None,
             search: None,
@@ -1055,6 +1067,11 @@ impl Settings {
             coalesce_hold: settings
                 .parsed_optional(COALESCE_HOLD_SECONDS, seconds)?
                 .unwrap_or(IngestPolicy::default().coalesce_hold),
+            tier_table: settings
+                .parsed_optional(TIER_TABLE, |raw| {
+                    raw.parse::<TierTable>().map_err(|e| e.to_string())
+                })?
+                .unwrap_or_default(),
             store_limits: StoreLimits {
                 retention: settings
                     .parsed_optional(RETENTION_DAYS, retention_days)?
@@ -1165,6 +1182,16 @@ mod tests {
     }
 
     #[test]
+    fn the_tier_table_is_parsed_and_defaults_to_the_seeds() {
+        let default = Settings::from_vars(vars_with(&[])).unwrap();
+        assert_eq!(default.tier_table, TierTable::default());
+        assert_eq!(default.tier_table.to_string(), DEFAULT_TIER_TABLE);
+        let table = "technician=premium,standard,standard,extractive,extractive;lifted=standard,standard,standard,extractive,extractive;customer=standard,standard,standard,standard,extractive";
+        let tiers = Settings::from_vars(vars_with(&[(TIER_TABLE, table)])).unwrap();
+        assert_eq!(tiers.tier_table.to_string(), table);
+    }
+
+    #[test]
     fn every_missing_required_handler_setting_is_named() {
         let required = SETTINGS
             .iter()
@@ -1255,6 +1282,16 @@ mod tests {
             (REDIS_AUTH, "password", "entra"),
             (ROUTE_UP_THRESHOLD, "0", "probability"),
             (COALESCE_HOLD_SECONDS, "5m", "seconds"),
+            (
+                TIER_TABLE,
+                "technician=premium,premium,standard,standard,standard;lifted=standard,standard,standard,standard,standard",
+                "the customer row is missing",
+            ),
+            (
+                TIER_TABLE,
+                "technician=premium,premium,gold,standard,standard;lifted=standard,standard,standard,standard,standard;customer=standard,standard,standard,standard,standard",
+                "technician entry of P3",
+            ),
             (RETENTION_DAYS, "0", "days"),
             (RETENTION_DAYS, "2w", "days"),
             (DEAD_LETTER_MAX, "10", "count"),

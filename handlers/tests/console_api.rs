@@ -93,6 +93,19 @@ async fn a_ticket_is_read_by_its_number_with_why_it_was_routed_there() {
         "{reason}"
     );
     assert!(routing["technician_tier"].is_string(), "{routing}");
+    // The basis is kept with the snapshot and agrees with the severity routed at.
+    let basis = routing["routing_basis"]["basis"].as_str().unwrap();
+    let raised = routing["raised_above_priority"].as_bool().unwrap();
+    assert_eq!(basis == "service_now", !raised, "{routing}");
+    let tier: stormgate_shared::tier_table::TierChoice = routing["technician_tier"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        reason.contains(&format!("technician summary: {tier}")),
+        "{reason}"
+    );
 
     let (status, _) = get(&router, "/api/summaries/INC9999999").await;
     assert_eq!(status, StatusCode::NOT_FOUND, "an unknown number");

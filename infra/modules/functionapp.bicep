@@ -68,6 +68,9 @@ param modelDeployments tierDeployments
 @description('Fraction of each deployment budget the governor keeps in reserve.')
 param governorHeadroom string
 
+@description('Tier of each summary kind at each routing severity (STORMGATE_TIER_TABLE).')
+param tierTable string
+
 @description('Redis URL when Azure Managed Redis is deployed; empty when an existing Redis is used.')
 param managedRedisUrl string
 
@@ -210,6 +213,7 @@ var coreSettings = {
   STORMGATE_STANDARD_PRICE_INPUT_PER_1M: modelDeployments.standard.priceInputPer1M
   STORMGATE_STANDARD_PRICE_OUTPUT_PER_1M: modelDeployments.standard.priceOutputPer1M
   STORMGATE_GOVERNOR_HEADROOM: governorHeadroom
+  STORMGATE_TIER_TABLE: tierTable
   STORMGATE_REDIS_URL: useManagedRedis ? managedRedisUrl : vaultReferences.existingRedisUrl
   STORMGATE_REDIS_AUTH: useManagedRedis ? 'entra' : existingRedisAuth
   STORMGATE_KEY_VAULT_URL: keyVaultUri

@@ -23,6 +23,7 @@ pub struct DispatchConfig {
     max_group: usize,
     tick_budget: Duration,
     max_groups_per_tier: usize,
+    contested_share: f64,
 }
 
 /// The configuration file's form of [`DispatchConfig`] (durations in seconds).
@@ -43,6 +44,10 @@ pub struct DispatchConfigFile {
     pub tick_budget: Duration,
     /// Groups leased per tier per tick at most.
     pub max_groups_per_tier: usize,
+    /// A deployment is contested while its sliding minute holds at least this share of
+    /// the governor's budget for it (or it is cooling down after a throttle): jobs the tier
+    /// table lets use the LLM only while calm are then settled extractive (0 to 1].
+    pub contested_share: f64,
 }
 
 impl Default for DispatchConfigFile {
@@ -53,9 +58,16 @@ impl Default for DispatchConfigFile {
             max_group: 8,
             tick_budget: Duration::from_secs(4),
             max_groups_per_tier: 500,
+            contested_share: DEFAULT_CONTESTED_SHARE,
         }
     }
 }
+
+/// The default of [`DispatchConfigFile::contested_share`]: half the minute. The long tail
+/// may use the standard deployment's spare half; the other half stays for the work the
+/// tier table always sends to the LLM (P3 technician summaries, customer notices, P1/P2
+/// technician summaries spilled from premium).
+pub const DEFAULT_CONTESTED_SHARE: f64 = 0.5;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DispatchConfigError {
@@ -68,6 +80,8 @@ pub enum DispatchConfigError {
     },
     #[error("{0} must be at least 1")]
     Zero(&'static str),
+    #[error("contested_share must be more than 0 and at most 1")]
+    ContestedShare,
 }
 
 impl TryFrom<DispatchConfigFile> for DispatchConfig {
@@ -90,12 +104,16 @@ impl TryFrom<DispatchConfigFile> for DispatchConfig {
         if f.aging_step.is_zero() {
             return Err(DispatchConfigError::Zero("aging_step"));
         }
+        if !(f.contested_share > 0.0 && f.contested_share <= 1.0) {
+            return Err(DispatchConfigError::ContestedShare);
+        }
         Ok(DispatchConfig {
             aging_step: f.aging_step,
             lease_for: f.lease_for,
             max_group: f.max_group,
             tick_budget: f.tick_budget,
             max_groups_per_tier: f.max_groups_per_tier,
+            contested_share: f.contested_share,
         })
     }
 }
@@ -108,6 +126,7 @@ impl From<DispatchConfig> for DispatchConfigFile {
             max_group: c.max_group,
             tick_budget: c.tick_budget,
             max_groups_per_tier: c.max_groups_per_tier,
+            contested_share: c.contested_share,
         }
     }
 }
@@ -121,6 +140,7 @@ impl Default for DispatchConfig {
             max_group: defaults.max_group,
             tick_budget: defaults.tick_budget,
             max_groups_per_tier: defaults.max_groups_per_tier,
+            contested_share: defaults.contested_share,
         }
     }
 }
@@ -147,6 +167,10 @@ impl DispatchConfig {
     pub fn max_groups_per_tier(&self) -> usize {
         self.max_groups_per_tier
     }
+
+    pub fn contested_share(&self) -> f64 {
+        self.contested_share
+    }
 }
 
 #[cfg(test)]
@@ -169,6 +193,8 @@ mod tests {
     fn configuration_that_cannot_work_is_refused() {
         assert!(serde_json::from_str::<DispatchConfig>(r#"{"lease_for": 30}"#).is_err());
         assert!(serde_json::from_str::<DispatchConfig>(r#"{"max_group": 0}"#).is_err());
+        assert!(serde_json::from_str::<DispatchConfig>(r#"{"contested_share": 0}"#).is_err());
+        assert!(serde_json::from_str::<DispatchConfig>(r#"{"contested_share": 1.5}"#).is_err());
         assert!(serde_json::from_str::<DispatchConfig>(r#"{"no_such_field": 1}"#).is_err());
         assert!(
             serde_json::from_str::<DispatchConfig>(r#"{"deadlines": {}}"#).is_err(),

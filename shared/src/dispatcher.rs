@@ -55,7 +55,7 @@ use crate::dispatch_policy::DispatchConfig;
 use crate::fault_switches::{self, Mechanism};
 use crate::gauges::{self, GaugeError, Gauges};
 use crate::governor::{Admission, DeploymentName, Governor, GovernorError, Reservation};
-use crate::job::{SummaryKind, Tier};
+use crate::job::{LlmUse, SummaryKind, Tier};
 use crate::store::{Lease, Store, StoreError};
 use crate::tokens::Tokens;
 
@@ -117,6 +117,17 @@ pub enum SpillReason {
     },
     /// No deployment is configured for the tier.
     NoDeployment,
+    /// The tier table keeps this job extractive (`extractive` entry): settled when leased.
+    TierTable,
+    /// The job may use this tier only while it is calm (a `...-when-calm` entry of the
+    /// tier table), and the tier's deployment was contested when the job was leased: its
+    /// sliding minute held `minute_tokens` of the governor's `budget` (contested from
+    /// `contested_share` of it), or it was cooling down or down.
+    Contested {
+        minute_tokens: u64,
+        budget: u64,
+        throttled: bool,
+    },
     /// An operator forced the tier to the extractive summary.
     Controlled,
 }
@@ -154,6 +165,14 @@ pub struct DispatchCounters {
     pub shed_jobs: u64,
     pub spilled_to_standard: u64,
     pub spilled_to_extractive: u64,
+    /// Jobs settled with the extractive summary because the tier table says so (in
+    /// `spilled_to_extractive` too).
+    #[serde(default)]
+    pub extractive_by_table: u64,
+    /// Jobs the tier table lets use their tier only while it is calm, moved one tier down
+    /// because it was contested (in `spilled_to_standard` or `spilled_to_extractive` too).
+    #[serde(default)]
+    pub moved_down_while_contested: u64,
     /// Jobs settled extractive because an operator forced their tier to it (included in
     /// `spilled_to_extractive`).
     #[serde(default)]
@@ -364,6 +383,7 @@ impl Tick<'_, '_> {
             }
             self.counters.leased_jobs += group.len() as u64;
             self.in_hand = group.clone();
+            let group = self.settle_without_llm(tier, deployment, group).await?;
             let mut calls = split_by_kind(group).into_iter();
             let mut blocked = None;
             for (kind, leases) in calls.by_ref() {
@@ -387,6 +407,61 @@ impl Tick<'_, '_> {
             self.in_hand.clear();
         }
         Ok(None)
+    }
+
+    /// Takes out of a leased group the jobs that may not use this tier's LLM now: those
+    /// the tier table keeps extractive (settled with the extractive summary), and those
+    /// allowed this tier only while it is calm when its deployment is contested
+    /// ([`Tick::contention`]; moved one tier down: premium to standard, standard to the
+    /// extractive summary). Returns the rest, to be placed as usual.
+    async fn settle_without_llm(
+        &mut self,
+        tier: Tier,
+        deployment: Option<&DeploymentName>,
+        group: Vec<Lease>,
+    ) -> Result<Vec<Lease>, DispatchError> {
+        if group.iter().all(|l| l.job.llm.is_always()) {
+            return Ok(group);
+        }
+        let (never, rest): (Vec<Lease>, Vec<Lease>) =
+            group.into_iter().partition(|l| l.job.llm == LlmUse::Never);
+        if !never.is_empty() {
+            self.counters.extractive_by_table += never.len() as u64;
+            self.spill_to(tier, Tier::Extractive, SpillReason::TierTable, never)
+                .await?;
+        }
+        let when_calm = |l: &Lease| l.job.llm.only_when_calm_in(tier);
+        let contention = match deployment {
+            Some(d) if rest.iter().any(when_calm) => self.contention(d).await?,
+            _ => None,
+        };
+        let Some(reason) = contention else {
+            return Ok(rest);
+        };
+        let (contested, keep): (Vec<Lease>, Vec<Lease>) = rest.into_iter().partition(when_calm);
+        self.counters.moved_down_while_contested += contested.len() as u64;
+        self.spill(tier, reason, contested).await?;
+        Ok(keep)
+    }
+
+    /// Whether `deployment` is contested now: its sliding minute holds at least the
+    /// configured share of the governor's budget (this tick's admissions included), or a
+    /// throttle has it cooling down or down. The spill reason when it is.
+    async fn contention(
+        &self,
+        deployment: &DeploymentName,
+    ) -> Result<Option<SpillReason>, DispatchError> {
+        let used = self
+            .ctx
+            .governor
+            .minute_use(deployment, self.ctx.clock.now())
+            .await?;
+        let contested = used.throttled || used.share() >= self.ctx.config.contested_share();
+        Ok(contested.then_some(SpillReason::Contested {
+            minute_tokens: used.tokens,
+            budget: used.budget,
+            throttled: used.throttled,
+        }))
     }
 
     /// Leases the tier's groups in serve order and hands each to the extractive tier: an
@@ -452,7 +527,9 @@ impl Tick<'_, '_> {
             let expected = free_at.plus(std::time::Duration::from_millis(wait_ms as u64));
             if expected > job.deadline {
                 unreachable.insert(job.id.clone(), (expected, job.deadline));
-            } else {
+            } else if !(job.llm == LlmUse::Never || job.llm.only_when_calm_in(tier)) {
+                // Jobs the tier table keeps extractive, or lets use this tier only while it
+                // is calm, count for nothing ahead: leased from a tier this busy, they leave it.
                 ahead_tokens += (job.prompt_tokens + job.max_output_tokens).0;
                 ahead_requests += 1;
             }
@@ -645,6 +722,8 @@ fn log_counters(outcome: &DispatchOutcome) {
         shed_jobs = c.shed_jobs,
         spilled_to_standard = c.spilled_to_standard,
         spilled_to_extractive = c.spilled_to_extractive,
+        extractive_by_table = c.extractive_by_table,
+        moved_down_while_contested = c.moved_down_while_contested,
         forced_extractive = c.forced_extractive,
         paused_tiers = c.paused_tiers,
     );

@@ -28,10 +28,12 @@ use crate::job::{Job, JobId, SummaryKind, Tier};
 use crate::log_bounding::{BoundingLimits, bound_lines};
 use crate::metering;
 use crate::prompts;
+use crate::routing;
 use crate::severity::Severity;
 use crate::snapshot::TicketSnapshot;
 use crate::store::{DeadLetter, IngestOutcome, IngestRecord, SnapshotJson, Store, StoreError};
 use crate::summary::{EXTRACTIVE_MODEL, Summary};
+use crate::tier_table::TierTable;
 use crate::tokens::Tokens;
 
 /// One Kafka record as the trigger delivered it.
@@ -49,9 +51,8 @@ pub struct RawEvent {
 pub struct IngestPolicy {
     pub parse_limits: ParseLimits,
     pub bounding: BoundingLimits,
-    /// Technician summaries of routing severities at or above this go to the premium
-    /// tier; the rest, and every customer notification, to standard.
-    pub premium_up_to: Severity,
+    /// Which tier serves each kind at each routing severity (`STORMGATE_TIER_TABLE`).
+    pub tiers: TierTable,
     /// Stamped on every job queued; the dispatcher spills by it.
     pub deadlines: DeadlinePolicy,
     /// Tickets of one outage opened within this window share a coalescing key.
@@ -75,7 +76,7 @@ impl Default for IngestPolicy {
         IngestPolicy {
             parse_limits: ParseLimits::default(),
             bounding: BoundingLimits::default(),
-            premium_up_to: Severity::P2,
+            tiers: TierTable::default(),
             deadlines: DeadlinePolicy::default(),
             coalesce_window: Duration::from_secs(15 * 60),
             coalesce_hold: Duration::from_secs(5 * 60),
@@ -185,17 +186,6 @@ pub enum EventFate {
 pub struct BatchReport {
     pub outcome: BatchOutcome,
     pub fates: Vec<EventFate>,
-}
-
-/// The tier a job is queued in. Premium quota goes to the engineers on the worst
-/// tickets: a customer notification is plain language written from the same facts and
-/// scrubbed either way, so the standard model writes it at a fraction of the price and
-/// leaves the premium deployment's minute to technician summaries.
-pub fn tier_for(kind: SummaryKind, routing: Severity, premium_up_to: Severity) -> Tier {
-    match kind {
-        SummaryKind::Technician if routing <= premium_up_to => Tier::Premium,
-        _ => Tier::Standard,
-    }
 }
 
 /// Handles a batch; fails unless every event is stored, dead-lettered or skipped.
@@ -451,12 +441,17 @@ pub fn prepare(
     let log = bound_lines(ticket.alarm_lines(), policy.bounding);
     // Counted once: the classifier and the instant summary both read them.
     let log_alarms = AlarmCounts::from_bounded(&log);
-    let prediction = ctx
-        .classifier
-        .predict(&FeatureInput::with_log_alarms(&ticket, log_alarms));
-    // The classifier may raise a ticket's severity, never lower what ServiceNow says.
-    let routing = prediction.routing.min(ticket.severity);
-    let snapshot = TicketSnapshot::new(ticket, &log, prediction, routing, now);
+    // The classifier may raise a ticket's severity, never lower what ServiceNow says, and
+    // without evidence by one level at most (crate::routing).
+    let (prediction, routed) = {
+        let input = FeatureInput::with_log_alarms(&ticket, log_alarms);
+        let prediction = ctx.classifier.predict(&input);
+        let routed = routing::route_ticket(ticket.severity, &prediction, &input);
+        (prediction, routed)
+    };
+    let routing = routed.severity;
+    let mut snapshot = TicketSnapshot::new(ticket, &log, prediction, routing, now);
+    snapshot.routing_basis = Some(routed.basis);
     let t = &snapshot.ticket;
 
     let summary = Summary {
@@ -477,6 +472,7 @@ pub fn prepare(
                 "probabilities": snapshot.prediction.probabilities,
                 "most_likely": snapshot.prediction.most_likely,
                 "routing": routing,
+                "routing_basis": routed.basis,
                 "servicenow_priority": t.severity,
                 "confidence": snapshot.prediction.confidence,
                 "customer_impact": snapshot.prediction.customer_impact,
@@ -497,6 +493,8 @@ pub fn prepare(
     let jobs = kinds
         .into_iter()
         .filter_map(|(kind, max_output)| {
+            let choice = policy.tiers.choice(kind, &routed);
+            let rank = routed.queue_rank(kind);
             Some(Job {
                 id: JobId {
                     ticket: t.id.clone(),
@@ -505,7 +503,9 @@ pub fn prepare(
                 },
                 number: t.number.clone(),
                 severity: routing,
-                tier: tier_for(kind, routing, policy.premium_up_to),
+                queue_rank: (rank != routing).then_some(rank),
+                tier: choice.tier,
+                llm: choice.llm,
                 prompt_tokens: prompt_token_estimate(
                     &prompts::ticket_text_for(kind, &snapshot, policy.prompt_chars),
                     kind,

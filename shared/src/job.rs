@@ -104,6 +104,32 @@ impl FromStr for Tier {
     }
 }
 
+/// When a queued job may use the LLM (the tier table's entry, [`crate::tier_table`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LlmUse {
+    /// Whenever its tier admits it.
+    #[default]
+    Always,
+    /// In this tier only while the tier is calm: while its tokens are contested the
+    /// dispatcher moves the job down to the next tier ([`Tier::spill`]: premium to
+    /// standard, where it is served like any job, standard to the extractive summary).
+    WhenCalm(Tier),
+    /// Never: the dispatcher settles it with the extractive summary when it leases it.
+    Never,
+}
+
+impl LlmUse {
+    pub fn is_always(&self) -> bool {
+        *self == LlmUse::Always
+    }
+
+    /// Whether a job leased from `tier` may use the LLM there only while it is calm.
+    pub fn only_when_calm_in(&self, tier: Tier) -> bool {
+        *self == LlmUse::WhenCalm(tier)
+    }
+}
+
 /// Identity of a job: one summary kind of one ticket version. Re-enqueueing the same
 /// id is a no-op, which is what makes at-least-once delivery safe.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -125,8 +151,17 @@ pub struct Job {
     pub id: JobId,
     /// The human ticket number (`INC0012345`), for logs and prompts.
     pub number: String,
+    /// The routing severity: what the deadline and the tier were chosen by.
     pub severity: Severity,
+    /// The severity the job queues and ages at within its tier, when it is not `severity`
+    /// ([`crate::routing::Routing::queue_rank`]): a lifted technician summary queues at
+    /// ServiceNow's priority, a customer notice one level below its routing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_rank: Option<Severity>,
     pub tier: Tier,
+    /// When the job may use the LLM (the tier table's entry).
+    #[serde(default, skip_serializing_if = "LlmUse::is_always")]
+    pub llm: LlmUse,
     /// Upper bound of the prompt's tokens, as the governor will charge it.
     pub prompt_tokens: Tokens,
     /// The `max_tokens` the call will set; charged in full at admission, as Azure does.
@@ -146,6 +181,11 @@ pub struct Job {
 }
 
 impl Job {
+    /// The severity the job is ordered by in its tier's queue.
+    pub fn rank(&self) -> Severity {
+        self.queue_rank.unwrap_or(self.severity)
+    }
+
     /// What admission charges against the deployment's budget.
     pub fn reservation(&self) -> Tokens {
         self.prompt_tokens + self.max_output_tokens

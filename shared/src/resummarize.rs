@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::EpochMillis;
 use crate::ingest::{IngestPolicy, prompt_token_estimate};
-use crate::job::{Job, JobId, SummaryKind, Tier};
+use crate::job::{Job, JobId, LlmUse, SummaryKind, Tier};
 use crate::prompts;
 use crate::severity::Severity;
 use crate::snapshot::TicketSnapshot;
@@ -103,7 +103,11 @@ pub fn jobs_for(
                 },
                 number: t.number.clone(),
                 severity: Severity::P1,
+                // An operator asked for it now: first in the premium queue, whatever the
+                // tier table says of the ticket's own routing.
+                queue_rank: None,
                 tier: Tier::Premium,
+                llm: LlmUse::Always,
                 prompt_tokens: prompt_token_estimate(
                     &prompts::ticket_text_for(kind, snapshot, policy.prompt_chars),
                     kind,

@@ -30,8 +30,13 @@ pub struct TicketSnapshot {
     /// Everyone the full ticket named, kept for the scrubber after the journal was trimmed.
     pub people: Vec<String>,
     pub prediction: Prediction,
-    /// The severity work is routed at: the more severe of ServiceNow's priority and the classifier's route-up.
+    /// The severity work is routed at: ServiceNow's priority, raised by the classifier's
+    /// route-up one level at most without evidence ([`crate::routing`]).
     pub routing: Severity,
+    /// Why it is routed there ([`crate::routing::RoutingBasis`]); absent in snapshots
+    /// stored before the basis was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub routing_basis: Option<crate::routing::RoutingBasis>,
     pub customer_impacting: bool,
     pub ingested_at: EpochMillis,
 }
@@ -64,6 +69,7 @@ impl TicketSnapshot {
             people,
             prediction,
             routing,
+            routing_basis: None,
             ingested_at,
         }
     }
@@ -135,9 +141,10 @@ pub(crate) fn snapshot_of_event(json: &serde_json::Value) -> TicketSnapshot {
     )
     .expect("a valid test event");
     let log = bound_lines(ticket.alarm_lines(), BoundingLimits::default());
+    let input = FeatureInput::from_ticket(&ticket, &log);
     let prediction = Classifier::embedded()
         .expect("the embedded model")
-        .predict(&FeatureInput::from_ticket(&ticket, &log));
-    let routing = prediction.routing.min(ticket.severity);
+        .predict(&input);
+    let routing = crate::routing::route_ticket(ticket.severity, &prediction, &input).severity;
     TicketSnapshot::new(ticket, &log, prediction, routing, EpochMillis(0))
 }

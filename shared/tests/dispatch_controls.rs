@@ -20,7 +20,7 @@ use stormgate_shared::governor::{
     BurstFactor, DeploymentBudget, DeploymentName, Governor, GovernorPolicy, MemoryLedger,
 };
 use stormgate_shared::ingest::IngestPolicy;
-use stormgate_shared::job::{Job, JobId, SummaryKind, Tier};
+use stormgate_shared::job::{Job, JobId, LlmUse, SummaryKind, Tier};
 use stormgate_shared::severity::Severity;
 use stormgate_shared::store::Store;
 use stormgate_shared::store::memory::MemoryStore;
@@ -130,7 +130,9 @@ fn job(n: u32, tier: Tier, tokens: u64) -> Job {
         },
         number: format!("INC{n:07}"),
         severity: Severity::P3,
+        queue_rank: None,
         tier,
+        llm: LlmUse::Always,
         prompt_tokens: Tokens(tokens - 100),
         max_output_tokens: Tokens(100),
         enqueued_at: T0,

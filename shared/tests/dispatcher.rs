@@ -22,7 +22,7 @@ use stormgate_shared::governor::{
     ReportedRemaining, Reservation, ThrottleKind, WindowLimits,
 };
 use stormgate_shared::ingest::{IngestContext, IngestPolicy, RawEvent, classify_batch};
-use stormgate_shared::job::{Job, JobId, SummaryKind, Tier};
+use stormgate_shared::job::{Job, JobId, LlmUse, SummaryKind, Tier};
 use stormgate_shared::sample_events::{rng as sample_rng, storm_event};
 use stormgate_shared::severity::Severity;
 use stormgate_shared::store::Store;
@@ -105,6 +105,8 @@ fn job(n: u32, severity: Severity, enqueued_at: EpochMillis, deadline_after: Dur
         },
         number: format!("INC{n:07}"),
         severity,
+        queue_rank: None,
+        llm: LlmUse::Always,
         tier: Tier::Premium,
         prompt_tokens: Tokens(700),
         max_output_tokens: Tokens(300),

@@ -17,7 +17,7 @@ use stormgate_shared::dispatcher::{DispatchContext, dispatch_once};
 use stormgate_shared::governor::{
     DeploymentBudget, Governor, GovernorPolicy, MemoryLedger, Reservation, WindowLimits,
 };
-use stormgate_shared::job::{Job, JobId, SummaryKind, Tier};
+use stormgate_shared::job::{Job, JobId, LlmUse, SummaryKind, Tier};
 use stormgate_shared::severity::Severity;
 use stormgate_shared::store::memory::MemoryStore;
 use stormgate_shared::store::{Lease, Store};
@@ -93,6 +93,8 @@ fn job(n: usize, a: &Arrival, deadlines: &DeadlinePolicy) -> Job {
         },
         number: format!("INC{n:07}"),
         severity,
+        queue_rank: None,
+        llm: LlmUse::Always,
         tier: if severity <= Severity::P2 {
             Tier::Premium
         } else {

@@ -13,7 +13,7 @@ use stormgate_shared::dispatcher::{DispatchContext, dispatch_once};
 use stormgate_shared::governor::{
     DeploymentBudget, Governor, GovernorPolicy, RedisLedger, Reservation, WindowLimits,
 };
-use stormgate_shared::job::{Job, JobId, SummaryKind, Tier};
+use stormgate_shared::job::{Job, JobId, LlmUse, SummaryKind, Tier};
 use stormgate_shared::severity::Severity;
 use stormgate_shared::store::Store;
 use stormgate_shared::store::redis::RedisStore;
@@ -51,6 +51,8 @@ fn job(instance: u32, n: u32) -> Job {
         },
         number: format!("INC{instance}{n:06}"),
         severity: Severity::P3,
+        queue_rank: None,
+        llm: LlmUse::Always,
         tier: Tier::Premium,
         prompt_tokens: Tokens(400 + u64::from(n % 7) * 100),
         max_output_tokens: Tokens(200),

@@ -12,7 +12,7 @@ use stormgate_shared::controls::memory::MemoryControls;
 use stormgate_shared::controls::{AuditEntry, ControlKey, ControlStore, Setting};
 use stormgate_shared::deadline_policy::DeadlinePolicy;
 use stormgate_shared::governor::{DeploymentName, Governor, GovernorPolicy, MemoryLedger};
-use stormgate_shared::job::{Job, JobId, SummaryKind, Tier};
+use stormgate_shared::job::{Job, JobId, LlmUse, SummaryKind, Tier};
 use stormgate_shared::severity::Severity;
 use stormgate_shared::signals::memory::MemorySignals;
 use stormgate_shared::signals::series::field;
@@ -76,7 +76,9 @@ fn job(n: u32, severity: Severity, tier: Tier, waited: Duration, allowed: Durati
         },
         number: format!("INC{n:07}"),
         severity,
+        queue_rank: None,
         tier,
+        llm: LlmUse::Always,
         prompt_tokens: Tokens(900),
         max_output_tokens: Tokens(100),
         enqueued_at,

@@ -303,6 +303,52 @@ async fn lease_serves_most_severe_first_then_earliest_then_by_job_id(store: &dyn
     );
 }
 
+/// A job queues at its queue rank, not its routing severity: a ticket lifted to P2 queues
+/// behind every job ServiceNow rates P2, also after a release, and across a spill.
+async fn a_job_queues_and_ages_at_its_queue_rank(store: &dyn Store) {
+    let mut lifted = technician_job(1, P2, 1_000);
+    lifted.queue_rank = Some(P4);
+    let servicenow_p2 = technician_job(2, P2, 5_000);
+    let p3 = technician_job(3, P3, 4_000);
+    store
+        .enqueue(&[lifted.clone(), servicenow_p2.clone(), p3.clone()])
+        .await
+        .unwrap();
+    let slow_aging = AgingPolicy {
+        promote_every: Duration::from_secs(3_600),
+    };
+    let first = store
+        .lease(Tier::Premium, NOW, LEASE_FOR, 1, slow_aging)
+        .await
+        .unwrap();
+    assert_eq!(first[0].job.id, servicenow_p2.id);
+    let second = store
+        .lease(Tier::Premium, NOW, LEASE_FOR, 1, slow_aging)
+        .await
+        .unwrap();
+    assert_eq!(second[0].job.id, p3.id);
+    let third = store
+        .lease(Tier::Premium, NOW, LEASE_FOR, 1, slow_aging)
+        .await
+        .unwrap();
+    assert_eq!(third[0].job, lifted, "the rank travels with the job");
+    assert!(store.release(&third[0], Tier::Standard).await.unwrap());
+    let stats = store.queue_stats(Tier::Standard).await.unwrap();
+    assert_eq!(stats.pending_by_severity[P4.index()], 1, "{stats:?}");
+    // Aging applies from the rank: 3 steps of a 1 s promotion put it ahead of a later P1.
+    let mut p1 = technician_job(4, P1, 4_500);
+    p1.tier = Tier::Standard;
+    store.enqueue(&[p1]).await.unwrap();
+    let fast = AgingPolicy {
+        promote_every: Duration::from_secs(1),
+    };
+    let next = store
+        .lease(Tier::Standard, NOW, LEASE_FOR, 1, fast)
+        .await
+        .unwrap();
+    assert_eq!(next[0].job.id, lifted.id);
+}
+
 async fn pending_jobs_lists_the_serve_order_without_leasing(store: &dyn Store) {
     let p3_early = technician_job(1, P3, 1_000);
     let p1_late = technician_job(2, P1, 5_000);
@@ -1595,6 +1641,7 @@ conformance!(
     ingest_keeps_a_better_summary_than_the_instant_one,
     summaries_keep_the_latest_version_and_prefer_llm_at_equal_version,
     lease_serves_most_severe_first_then_earliest_then_by_job_id,
+    a_job_queues_and_ages_at_its_queue_rank,
     pending_jobs_lists_the_serve_order_without_leasing,
     lease_jobs_takes_exactly_the_named_pending_jobs,
     waiting_promotes_one_severity_step_per_promote_every,

@@ -9,6 +9,7 @@ use stormgate_shared::clock::EpochMillis;
 use stormgate_shared::lab::replay::{DeploymentTotals, PolicyName, ReplayOptions, replay};
 use stormgate_shared::lab::scenario::Scenario;
 use stormgate_shared::metering::MeterReading;
+use stormgate_shared::severity::Severity;
 
 /// The most any window of `length_ms` (sliding, starting at any admission) holds of
 /// `weight` over `record` (sorted by time).
@@ -88,15 +89,19 @@ async fn the_storm_gets_no_429_under_the_strict_reading_and_no_window_exceeds_it
         // reading was not the lenient one in disguise.
         assert!(d.largest_tokenized_permille > 1_000, "{name}: {d:?}");
     }
-    let llm = run
-        .tickets
-        .values()
-        .filter(|t| t.llm_summary.is_some())
-        .count();
-    assert!(
-        llm * 100 >= run.tickets.len() * 95,
-        "{llm} of {} tickets got an LLM summary",
-        run.tickets.len()
+    // What the strict reading may cost is the long tail (the tier table keeps P4/P5
+    // extractive while tokens are contested), never a ticket whose true severity is P1-P3.
+    let (mut severe, mut severe_llm) = (0, 0);
+    for t in run.tickets.values() {
+        if t.severity.is_some_and(|s| s <= Severity::P3) && t.technician_jobs > 0 {
+            severe += 1;
+            severe_llm += usize::from(t.llm_summary.is_some());
+        }
+    }
+    assert!(severe > 100, "only {severe} true P1-P3 tickets");
+    assert_eq!(
+        severe_llm, severe,
+        "true P1-P3 tickets with an LLM technician summary under the strict reading"
     );
 }
 

@@ -62,7 +62,9 @@ fn expected_queues(events: &[Value]) -> BTreeMap<Severity, (u64, u64)> {
     let mut out: BTreeMap<Severity, (u64, u64)> = BTreeMap::new();
     for e in events {
         for job in prepare(ticket(e), &ctx, clock.now()).unwrap().jobs {
-            let slot = out.entry(job.severity).or_default();
+            // The status counts a job where it queues: its rank (a customer notice one
+            // level below its routing, a lifted technician job at ServiceNow's priority).
+            let slot = out.entry(job.rank()).or_default();
             if job.hold_until.is_some() {
                 slot.1 += 1;
             } else {

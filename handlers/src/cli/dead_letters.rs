@@ -18,6 +18,7 @@ use stormgate_shared::dead_letters::{
 };
 use stormgate_shared::ingest::{IngestContext, IngestPolicy};
 use stormgate_shared::store::{DeadLetter, Store};
+use stormgate_shared::tier_table::TierTable;
 
 use crate::classifier_loader::load_classifier;
 use crate::config::{RedisAuth, RedisSettings};
@@ -56,6 +57,9 @@ pub struct DeadLettersArgs {
     /// The handler's STORMGATE_COALESCE_HOLD_SECONDS, if it sets one (default 300).
     #[arg(long, global = true, value_name = "SECONDS")]
     pub coalesce_hold_seconds: Option<u64>,
+    /// The handler's STORMGATE_TIER_TABLE, if it sets one (default: the seed's table).
+    #[arg(long, global = true, value_name = "TABLE")]
+    pub tier_table: Option<TierTable>,
     #[command(subcommand)]
     pub action: Option<DeadLetterAction>,
 }
@@ -155,6 +159,7 @@ async fn resubmit_entries(
         coalesce_hold: args
             .coalesce_hold_seconds
             .map_or(default.coalesce_hold, Duration::from_secs),
+        tiers: args.tier_table.unwrap_or(default.tiers),
         ..default
     };
     let ctx = IngestContext {

@@ -36,7 +36,7 @@ pub async fn get(
     }
     let routing = match store.ticket_snapshot(&id).await? {
         Some((_, snapshot)) => match serde_json::from_value::<TicketSnapshot>(snapshot) {
-            Ok(snapshot) => serde_json::to_value(explain(&snapshot, state.ingest.premium_up_to))?,
+            Ok(snapshot) => serde_json::to_value(explain(&snapshot, &state.ingest.tiers))?,
             Err(error) => {
                 tracing::warn!(ticket = %id, %error, "unreadable snapshot: routing not explained");
                 Value::Null

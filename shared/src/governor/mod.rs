@@ -156,6 +156,28 @@ pub struct DeploymentGauges {
     pub ledger: LedgerSnapshot,
 }
 
+/// A deployment's sliding minute as the governor counts it ([`Governor::minute_use`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MinuteUse {
+    /// Tokens charged to the last 60 s, plus any external reservation.
+    pub tokens: u64,
+    /// The governor's minute budget: TPM × (1 − headroom).
+    pub budget: u64,
+    /// Cooling down or down after a throttle.
+    pub throttled: bool,
+}
+
+impl MinuteUse {
+    /// The share of the budget in use (1 when the budget is zero).
+    pub fn share(&self) -> f64 {
+        if self.budget == 0 {
+            1.0
+        } else {
+            self.tokens as f64 / self.budget as f64
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 struct Configured {
     budget: DeploymentBudget,
@@ -350,6 +372,27 @@ impl Governor {
             );
         }
         Ok(external)
+    }
+
+    /// How much of its minute `deployment` has spent at `now`: the tokens its sliding
+    /// minute holds (with any external reservation) against the governor's budget for it,
+    /// and whether it is cooling down or down. One ledger read.
+    pub async fn minute_use(
+        &self,
+        deployment: &DeploymentName,
+        now: EpochMillis,
+    ) -> Result<MinuteUse, GovernorError> {
+        let limits = self.configured(deployment)?.limits;
+        let ledger = self.ledger.snapshot(deployment, &limits, now).await?;
+        let throttled = [ledger.cooldown_until, ledger.down_until]
+            .into_iter()
+            .flatten()
+            .any(|until| until > now);
+        Ok(MinuteUse {
+            tokens: ledger.minute_tokens + ledger.external.tokens,
+            budget: limits.minute_tokens,
+            throttled,
+        })
     }
 
     /// Gauges of every configured deployment, tier order.

@@ -8,6 +8,7 @@ pub mod plan;
 pub mod replay;
 pub mod report;
 pub mod rng;
+pub mod routing_eval;
 pub mod scenario;
 pub mod simulator;
 pub mod slo;

@@ -43,6 +43,7 @@ use crate::lab::trace::TraceEvent;
 use crate::lab::virtual_time::{Shared, VirtualClock, VirtualTime};
 use crate::llm::{ChatMessage, ChatRequest, LlmClient, LlmError, Role};
 use crate::metering::MeterReading;
+use crate::routing::Routing;
 use crate::severity::Severity;
 use crate::store::memory::MemoryStore;
 use crate::store::{IngestOutcome, IngestRecord, Lease, Store};
@@ -158,6 +159,9 @@ pub struct TicketTrack {
     /// severity. It waited until the end of the run.
     #[serde(default)]
     pub still_queued: Option<(EpochMillis, Severity)>,
+    /// How ingest routed the ticket's first accepted version (none under naive).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub routing: Option<Routing>,
     /// Technician jobs queued and not yet seen leave: version, queued at, severity.
     #[serde(skip)]
     open_jobs: Vec<OpenJob>,
@@ -448,8 +452,15 @@ async fn run_policy(
             break;
         }
         let r = recorder.borrow();
-        if r.arrivals_done && r.in_flight == 0 && vt.live_tasks() <= 2 && vt.now() >= last_arrival {
-            // Only the timers are left: the work has drained.
+        if r.arrivals_done
+            && r.in_flight == 0
+            && r.pending == 0
+            && vt.live_tasks() <= 2
+            && vt.now() >= last_arrival
+        {
+            // Only the timers are left and nothing is queued or held: the work has drained.
+            // (Until held jobs counted here, a run whose last tickets arrived just before a
+            // slice ended stopped with their jobs still held.)
             break;
         }
     }
@@ -972,6 +983,9 @@ async fn ingest_record(
             let number = e.number();
             if let Some(t) = r.tickets.get_mut(&number) {
                 t.first_summary.get_or_insert(now);
+                if t.routing.is_none() {
+                    t.routing = routing_of(record);
+                }
                 for job in &record.jobs {
                     if job.id.kind == SummaryKind::Technician {
                         t.technician_jobs += 1;
@@ -986,6 +1000,17 @@ async fn ingest_record(
         Some(Err(err)) => Fate::Rejected(format!("store refused the record: {err}")),
         None => Fate::Rejected("store answered nothing".to_owned()),
     }
+}
+
+/// The routing ingest recorded in a record's instant summary (`classification`).
+fn routing_of(record: &IngestRecord) -> Option<Routing> {
+    let c = record.instant_summary.input.get("classification")?;
+    let field = |name: &str| c.get(name).cloned().unwrap_or(serde_json::Value::Null);
+    Some(Routing {
+        severity: serde_json::from_value(field("routing")).ok()?,
+        servicenow: serde_json::from_value(field("servicenow_priority")).ok()?,
+        basis: serde_json::from_value(field("routing_basis")).ok()?,
+    })
 }
 
 /// The Kafka record a producer would publish for `e`.

@@ -17,6 +17,7 @@ use crate::lab::history::HistoryReport;
 use crate::lab::replay::{IngestTally, PolicyRun};
 use crate::lab::scenario::Scenario;
 use crate::lab::slo::{Slo, Verdict, verdict};
+use crate::routing::RoutingBasis;
 use crate::severity::Severity;
 
 /// p50 / p95 / max of a set of durations, in seconds.
@@ -96,9 +97,101 @@ pub struct PolicyReport {
     /// What ingest made of the events (policies with an ingest).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ingest: Option<IngestTally>,
+    /// Where tickets were routed and where their technician summary came from (policies
+    /// with a classifier).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub routing: Option<RoutingOutcomes>,
     /// Against the SLOs.
     #[serde(default)]
     pub verdict: Verdict,
+}
+
+/// How a ticket's technician summary ended: from premium, from standard, or extractive
+/// only (it needed one and got no LLM summary).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TierOutcomes {
+    pub premium: u64,
+    pub standard: u64,
+    pub extractive: u64,
+}
+
+impl TierOutcomes {
+    fn count(&mut self, tier: Option<Tier>, needed: bool) {
+        match tier {
+            Some(Tier::Premium) => self.premium += 1,
+            Some(_) => self.standard += 1,
+            None if needed => self.extractive += 1,
+            None => {}
+        }
+    }
+}
+
+/// Routing in the replay ([`crate::routing`]): the lifted tickets, and the trade the
+/// premium deployment makes between them and the tickets ServiceNow rates P1/P2.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoutingOutcomes {
+    /// By ServiceNow's own priority (of the first version).
+    pub by_servicenow_priority: BTreeMap<String, TierOutcomes>,
+    /// Tickets routed above ServiceNow's priority (one level on uncertainty, further on
+    /// evidence).
+    pub lifted: TierOutcomes,
+    pub lifted_on_uncertainty: u64,
+    /// Lifted tickets whose technician summary came from premium though ServiceNow rates
+    /// them P3 or lower and their log shows no outage alarm (dying gasp, loss of light,
+    /// mains power).
+    pub lifted_on_premium_without_outage_alarms: u64,
+}
+
+impl RoutingOutcomes {
+    /// Tickets ServiceNow rates P1 or P2 left with the extractive summary only.
+    pub fn servicenow_p1_p2_extractive(&self) -> u64 {
+        ["P1", "P2"]
+            .iter()
+            .filter_map(|s| self.by_servicenow_priority.get(*s))
+            .map(|o| o.extractive)
+            .sum()
+    }
+}
+
+fn routing_outcomes(run: &PolicyRun) -> Option<RoutingOutcomes> {
+    let mut out = RoutingOutcomes::default();
+    let mut any = false;
+    for t in run.tickets.values() {
+        let Some(routing) = t.routing else { continue };
+        any = true;
+        let needed = t.technician_jobs > t.cancelled_jobs;
+        out.by_servicenow_priority
+            .entry(routing.servicenow.as_str().to_owned())
+            .or_default()
+            .count(t.llm_tier, needed);
+        if !routing.lifted() {
+            continue;
+        }
+        out.lifted.count(t.llm_tier, needed);
+        let alarms = match routing.basis {
+            RoutingBasis::Evidence(e) => e.outage_alarms,
+            RoutingBasis::Uncertainty => {
+                out.lifted_on_uncertainty += 1;
+                false
+            }
+            RoutingBasis::ServiceNow => false,
+        };
+        if t.llm_tier == Some(Tier::Premium) && !alarms && routing.servicenow > Severity::P2 {
+            out.lifted_on_premium_without_outage_alarms += 1;
+        }
+    }
+    any.then_some(out)
+}
+
+/// The routing table's rows: tickets by ServiceNow priority, then the lifted ones.
+fn routing_rows(r: &RoutingOutcomes) -> Vec<(String, TierOutcomes)> {
+    let mut rows: Vec<(String, TierOutcomes)> = r
+        .by_servicenow_priority
+        .iter()
+        .map(|(s, o)| (format!("ServiceNow {s}"), *o))
+        .collect();
+    rows.push(("lifted above ServiceNow's priority".to_owned(), r.lifted));
+    rows
 }
 
 /// Time series for the charts, one point per minute of virtual time.
@@ -386,6 +479,7 @@ fn policy_report(run: &PolicyRun, prices: &BTreeMap<&str, (f64, f64)>) -> Policy
         llm_share,
         cancelled_jobs,
         ingest: run.ingest.clone(),
+        routing: routing_outcomes(run),
         verdict: Verdict::default(),
     };
     report.verdict = verdict(&report, &Slo::default());
@@ -573,6 +667,28 @@ pub fn table(report: &Report) -> String {
                     .iter()
                     .map(|(r, n)| format!("\n  {n} × {r}"))
                     .collect::<String>()
+            );
+        }
+        if let Some(r) = &p.routing {
+            let _ = writeln!(
+                out,
+                "{} technician summary, premium / standard / extractive only:",
+                p.name
+            );
+            for (label, o) in routing_rows(r) {
+                let _ = writeln!(
+                    out,
+                    "  {label:<44}{:>10} /{:>8} /{:>8}",
+                    thousands(o.premium),
+                    thousands(o.standard),
+                    thousands(o.extractive)
+                );
+            }
+            let _ = writeln!(
+                out,
+                "  lifted on uncertainty alone: {}; lifted to premium without outage alarms: {}",
+                thousands(r.lifted_on_uncertainty),
+                thousands(r.lifted_on_premium_without_outage_alarms)
             );
         }
     }
@@ -870,6 +986,36 @@ pub fn html(report: &Report) -> String {
             body.push_str(&html_table(
                 &format!("{}: ingest of the events", p.name),
                 &[String::new(), "events".into()],
+                &rows,
+            ));
+        }
+        if let Some(r) = &p.routing {
+            let rows: Rows = routing_rows(r)
+                .into_iter()
+                .map(|(label, o)| {
+                    (
+                        label,
+                        vec![
+                            thousands(o.premium),
+                            thousands(o.standard),
+                            thousands(o.extractive),
+                        ],
+                    )
+                })
+                .collect();
+            body.push_str(&html_table(
+                &format!(
+                    "{}: where technician summaries came from (lifted on uncertainty alone: {}; lifted to premium without outage alarms: {})",
+                    p.name,
+                    thousands(r.lifted_on_uncertainty),
+                    thousands(r.lifted_on_premium_without_outage_alarms)
+                ),
+                &[
+                    String::new(),
+                    "premium".into(),
+                    "standard".into(),
+                    "extractive only".into(),
+                ],
                 &rows,
             ));
         }

@@ -97,6 +97,8 @@ pub const EVENTS: &[EventSpec] = &[
             "spilled_to_extractive",
             "forced_extractive",
             "paused_tiers",
+            "extractive_by_table",
+            "moved_down_while_contested",
         ],
     },
     EventSpec {

@@ -178,7 +178,7 @@ fn arrival_entry(job: &Job, id: &str) -> Entry {
 
 /// The job's (tier, severity) queue and its entry there.
 fn queue_entry(job: &Job, id: &str) -> ((Tier, Severity), Entry) {
-    ((job.tier, job.severity), arrival_entry(job, id))
+    ((job.tier, job.rank()), arrival_entry(job, id))
 }
 
 fn hold_entry(job: &Job, id: &str) -> Option<Entry> {
@@ -360,7 +360,7 @@ impl State {
 
     fn remove_pending(&mut self, job: &Job, id: &str) {
         let entry = arrival_entry(job, id);
-        remove_entry(&mut self.pending, &(job.tier, job.severity), &entry);
+        remove_entry(&mut self.pending, &(job.tier, job.rank()), &entry);
         if let Some(held) = hold_entry(job, id) {
             remove_entry(&mut self.held, &job.tier, &held);
         }

@@ -226,7 +226,7 @@ impl AgingPolicy {
 /// arrival, then the job id's text (Redis's own tie-break between equal scores).
 pub fn queue_order(aging: &AgingPolicy, job: &Job) -> (u64, EpochMillis, String) {
     (
-        aging.effective_score(job.severity, job.enqueued_at),
+        aging.effective_score(job.rank(), job.enqueued_at),
         job.enqueued_at,
         job.id.to_string(),
     )
@@ -243,7 +243,8 @@ pub struct QueueStats {
     pub held: u64,
     pub leased: u64,
     pub oldest_enqueued_at: Option<EpochMillis>,
-    /// Pending jobs per severity, indexed by [`Severity::index`] (P1 first).
+    /// Pending jobs per queue rank ([`crate::job::Job::rank`]: the routing severity, or
+    /// ServiceNow's priority for a lifted technician summary), by [`Severity::index`] (P1 first).
     pub pending_by_severity: [u64; 5],
     /// Oldest pending arrival per severity, indexed like `pending_by_severity`.
     pub oldest_by_severity: [Option<EpochMillis>; 5],

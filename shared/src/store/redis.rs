@@ -424,7 +424,7 @@ fn push_job_args(invocation: &mut ScriptInvocation<'_>, job: &Job) -> Result<(),
         .arg(job.id.version)
         .arg(job.id.kind.as_str())
         .arg(job.tier.as_str())
-        .arg(job.severity.rank())
+        .arg(job.rank().rank())
         .arg(job.enqueued_at.as_millis())
         .arg(job.coalesce_key.as_deref().unwrap_or(""))
         .arg(

@@ -2,7 +2,7 @@
 //! plain defaults, so a test states only what it is about.
 
 use crate::clock::EpochMillis;
-use crate::job::{Job, JobId, SummaryKind, Tier};
+use crate::job::{Job, JobId, LlmUse, SummaryKind, Tier};
 use crate::severity::Severity;
 use crate::store::{IngestRecord, SnapshotJson};
 use crate::summary::{EXTRACTIVE_MODEL, Summary};
@@ -27,6 +27,8 @@ pub fn job(n: u64, version: u64, kind: SummaryKind, severity: Severity, enqueued
         },
         number: format!("INC{n:07}"),
         severity,
+        queue_rank: None,
+        llm: LlmUse::Always,
         tier: Tier::Premium,
         prompt_tokens: Tokens(800),
         max_output_tokens: Tokens(200),
