@@ -28,8 +28,16 @@ use crate::clock::EpochMillis;
 use crate::redis_link::RedisLink;
 use crate::store::redis::Namespace;
 
-static STATE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/state.lua")));
-static CHANGE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/change.lua")));
+static STATE: LazyLock<Script> = LazyLock::new(|| with_audit(include_str!("lua/state.lua")));
+static CHANGE: LazyLock<Script> = LazyLock::new(|| with_audit(include_str!("lua/change.lua")));
+
+/// A script with `append_audit` (lua/audit.lua) inserted after its first line marked
+/// `-- audit.lua here`, where `key` and `cap` are defined: one copy of the audit's
+/// append-and-count for both scripts.
+fn with_audit(script: &str) -> Script {
+    let helper = include_str!("lua/audit.lua");
+    Script::new(&script.replacen("-- audit.lua here\n", helper, 1))
+}
 
 /// The Redis control store. Cheap to clone.
 #[derive(Debug, Clone)]

@@ -8,17 +8,7 @@ local function key(...)
   return P .. ':' .. table.concat({ ... }, ':')
 end
 local now, cap, actor = ARGV[2], ARGV[3], ARGV[4]
--- Appends an audit entry, trimming the stream to its cap and counting what the cap
--- dropped (`audit:trimmed`), so a trimmed audit is never silent.
-local function append_audit(...)
-  local before = redis.call('XLEN', key('audit'))
-  local id = redis.call('XADD', key('audit'), 'MAXLEN', cap, '*', ...)
-  local trimmed = before + 1 - tonumber(cap)
-  if trimmed > 0 then
-    redis.call('INCRBY', key('audit', 'trimmed'), trimmed)
-  end
-  return id
-end
+-- audit.lua here
 local due = redis.call('ZRANGEBYSCORE', key('controls', 'until'), '-inf', now)
 for _, field in ipairs(due) do
   local detail = redis.call('HGET', key('controls', 'ends'), field) or ''
