@@ -5,7 +5,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
-mod support;
+use crate::support;
 
 use std::process::{Command, Output};
 use std::sync::Arc;

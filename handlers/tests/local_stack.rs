@@ -1,8 +1,8 @@
 //! `stormgate local` end to end: the real `stormgate` and `handler` binaries (this
 //! profile's builds), a real `redis-server`, the simulator and the host emulation.
 //!
-//! The smoke run plays `scenarios/smoke.toml` (40 minutes of trace, a storm with
-//! outages) at 20× — about two minutes — and checks what the run left in the system:
+//! The smoke run plays the first 20 minutes of `scenarios/smoke.toml` (ten quiet, ten
+//! of a storm with outages) at 20×, about a minute, and checks what the run left in the system:
 //! every ticket has its final summaries in the read API, no HTTP 429, every customer
 //! job's ticket version named by a published notice, and no process left running. The
 //! second test stops a run with Ctrl-C (SIGINT) in the middle and checks that every
@@ -130,6 +130,10 @@ fn a_short_storm_through_the_real_functions_settles_every_ticket_without_a_429_a
         &[
             "--scenario",
             scenario.to_str().unwrap(),
+            // The quiet start and the first ten minutes of the storm: enough for its
+            // outages and their grouped notices, in about a minute of real time.
+            "--minutes",
+            "20",
             "--speed",
             "20",
             "--json",

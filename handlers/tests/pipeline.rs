@@ -14,7 +14,7 @@
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod support;
+use crate::support;
 
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};

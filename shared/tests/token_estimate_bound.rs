@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
-mod support;
+use crate::support;
 
 use stormgate_shared::token_estimate::{Encoding, count_exact, upper_bound};
 use support::token_corpus::corpus;

@@ -6,7 +6,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
-mod fault_rig;
+use crate::fault_rig;
 
 use std::time::Duration;
 

@@ -6,7 +6,7 @@
 //! version (`tests/fixtures/platform/arm-resource-types.json`). Every rule is also shown rejecting a broken fixture
 //! from `tests/fixtures/infra/`.
 
-mod infra_rules;
+use crate::infra_rules;
 
 use anyhow::{Context, anyhow};
 use infra_rules::alerts::{NamedQuery, named, property_violations, queries_of, query_violations};
