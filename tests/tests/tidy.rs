@@ -2,7 +2,8 @@
 //!
 //! ARCHITECTURE.md states them; these tests fail the build when one is broken:
 //! `shared` never reads the clock or the environment and knows no HTTP, every Rust
-//! module says its role in a `//!` header, and no module hides behind a vague name.
+//! module says its role in a `//!` header, no module hides behind a vague name, and no
+//! test file is left out of its crate's test binary.
 
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -173,5 +174,38 @@ fn only_the_end_to_end_tests_turn_the_fault_injection_hooks_on() {
         found.is_empty(),
         "fault-injection enabled outside the tests' dev-dependencies:\n{}",
         found.join("\n")
+    );
+}
+
+/// With `autotests = false`, a test file that `tests/main.rs` does not declare is never
+/// compiled: its tests would silently stop running.
+#[test]
+fn every_test_file_is_a_module_of_its_crates_test_binary() {
+    let mut undeclared = Vec::new();
+    for dir in ["shared/tests", "handlers/tests", "tests/tests"] {
+        let dir = repo_root().join(dir);
+        let main = fs::read_to_string(dir.join("main.rs")).expect("tests/main.rs");
+        let declared: Vec<&str> = main
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("mod ")?.strip_suffix(';'))
+            .collect();
+        for entry in fs::read_dir(&dir).expect("read tests/") {
+            let path = entry.expect("directory entry").path();
+            let module = if path.is_dir() && path.join("mod.rs").is_file() {
+                path.file_name().and_then(|n| n.to_str())
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                path.file_stem().and_then(|n| n.to_str())
+            } else {
+                None
+            };
+            if let Some(module) = module.filter(|m| *m != "main" && !declared.contains(m)) {
+                undeclared.push(path.display().to_string());
+            }
+        }
+    }
+    assert!(
+        undeclared.is_empty(),
+        "test files not declared in their crate's tests/main.rs (never compiled):\n{}",
+        undeclared.join("\n")
     );
 }
