@@ -23,8 +23,8 @@ use stormgate_shared::sinks::{
 };
 use stormgate_shared::store::{Store, StoreError};
 
-use crate::app::AppState;
 use crate::servicenow::{DeliveryReport, OutboxError, WorkNoteSink};
+use crate::state::AppState;
 
 /// What an invocation handed to the sinks, and what waits.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]

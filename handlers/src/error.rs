@@ -19,9 +19,6 @@ pub enum ApiError {
     BadRequest(String),
     #[error("{0}")]
     NotFound(String),
-    /// The capability lands with a later change; the message names it.
-    #[error("{0} is not implemented yet")]
-    NotImplemented(&'static str),
     /// A dependency (Redis, Azure OpenAI) cannot be reached now: the host may retry.
     #[error("a dependency is unavailable")]
     Unavailable(String),
@@ -35,7 +32,6 @@ impl ApiError {
         match self {
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
-            ApiError::NotImplemented(_) => StatusCode::NOT_IMPLEMENTED,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -45,9 +41,6 @@ impl ApiError {
         match self {
             ApiError::BadRequest(message) => tracing::warn!(error = %message, "rejected request"),
             ApiError::NotFound(message) => tracing::info!(error = %message, "not found"),
-            ApiError::NotImplemented(capability) => {
-                tracing::info!(capability, "capability not implemented")
-            }
             ApiError::Unavailable(detail) => {
                 tracing::error!(error = %detail, "dependency unavailable")
             }
@@ -150,15 +143,5 @@ mod tests {
         let (status, body) = body_of(StoreError::Unavailable("hunter2".into()).into()).await;
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
         assert!(!body.to_string().contains("hunter2"));
-    }
-
-    #[tokio::test]
-    async fn not_implemented_names_the_capability() {
-        let (status, body) = body_of(ApiError::NotImplemented("classification")).await;
-        assert_eq!(status, StatusCode::NOT_IMPLEMENTED);
-        assert_eq!(
-            body,
-            json!({"error": "classification is not implemented yet"})
-        );
     }
 }

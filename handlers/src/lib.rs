@@ -22,6 +22,7 @@ pub mod secrets;
 pub mod servicenow;
 pub mod signals;
 pub mod simulator_http;
+pub mod state;
 pub mod system_clock;
 pub mod telemetry;
 pub mod tier_runtime;

@@ -16,6 +16,7 @@ use stormgate_shared::llm::Usage;
 use stormgate_shared::signals::emit::{self, IngestCounts};
 use stormgate_shared::signals::lag;
 use stormgate_shared::signals::series::field;
+use stormgate_shared::signals::status::{AUDIT_SHOWN, Status, StatusInputs, collect};
 use stormgate_shared::signals::{SignalBatch, SignalStore};
 
 use stormgate_shared::controls::ControlState;
@@ -25,10 +26,10 @@ use stormgate_shared::job::SummaryKind;
 use stormgate_shared::store::Store;
 use stormgate_shared::summarize::{SummarizeOutcome, SummarySource};
 
-use crate::app::AppState;
-use crate::deliveries::SinkReport;
-use crate::functions::status;
+use crate::deliveries::{self, SinkReport};
+use crate::error::ApiError;
 use crate::invocation::KafkaEvent;
+use crate::state::AppState;
 
 /// Adds `batch` to the series; a failure is logged, never returned.
 pub async fn record(signals: &dyn SignalStore, batch: &SignalBatch) {
@@ -142,7 +143,7 @@ pub async fn dispatch_tick(
     sinks: &SinkReport,
 ) {
     let now = state.clock.now();
-    let mut batch = match status::current(state, store, controls, governor, now).await {
+    let mut batch = match current_status(state, store, controls, governor, now).await {
         Ok(status) => {
             emit::status(&status);
             status.gauge_batch()
@@ -247,6 +248,35 @@ pub fn billed(batch: &mut SignalBatch, deployment: &DeploymentName, usage: Usage
             usage.completion_tokens,
         )
         .usage(field::calls(deployment), calls);
+}
+
+/// The status at `now`, under the controls read for it and the governor they make.
+pub async fn current_status(
+    state: &AppState,
+    store: &dyn Store,
+    controls: &ControlState,
+    governor: &Governor,
+    now: EpochMillis,
+) -> Result<Status, ApiError> {
+    let audit = state.controls.audit(AUDIT_SHOWN).await?;
+    let audit_trimmed = state.controls.audit_trimmed().await?;
+    let work_notes_in_outbox = deliveries::outbox_pending(state)
+        .await
+        .map_err(|e| ApiError::Unavailable(format!("the ServiceNow outbox: {e}")))?;
+    let config = state.fleet_config();
+    Ok(collect(&StatusInputs {
+        store,
+        governor,
+        signals: state.signals.as_ref(),
+        controls,
+        audit: &audit,
+        audit_trimmed,
+        work_notes_in_outbox,
+        config: &config,
+        aging: state.dispatch.aging(),
+        now,
+    })
+    .await?)
 }
 
 #[cfg(test)]

@@ -13,7 +13,6 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::Router;
 use axum::body::Bytes;
@@ -23,13 +22,15 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use stormgate_shared::clock::EpochMillis;
+use stormgate_shared::clock::{Clock, EpochMillis};
 use stormgate_shared::lab::simulator::{
     self, Faults, Outcome, SimCompletion, SimulatorConfig, SimulatorCore, ThrottleAnswer,
 };
 use stormgate_shared::llm::{ChatMessage, ChatRequest, Role};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
+
+use crate::system_clock::SystemClock;
 
 /// A running simulator. Dropping it stops the server.
 #[derive(Debug)]
@@ -376,13 +377,9 @@ async fn get_stats(
     }
 }
 
-/// The wall clock, as the meter's time. The simulator is part of the HTTP edge, the
-/// only place allowed to read real time.
+/// The wall clock, as the meter's time (the simulator serves in real time).
 fn now() -> EpochMillis {
-    let since = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or(Duration::ZERO);
-    EpochMillis(u64::try_from(since.as_millis()).unwrap_or(u64::MAX))
+    SystemClock.now()
 }
 
 /// Reads a simulator configuration: TOML when the file name ends in `.toml`, else JSON.

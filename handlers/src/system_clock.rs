@@ -1,5 +1,8 @@
 //! The real clock: wall time for `now` and tokio timers for `sleep`. The only place in
-//! stormgate that reads the system time.
+//! stormgate that reads the system time: the handler's functions get it through
+//! `AppState::clock`, and the real-time tools beside them (the simulator's HTTP server,
+//! the Functions host emulation) call it directly. Measuring elapsed time with a
+//! monotonic `Instant` is not reading the clock and happens where it is measured.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

@@ -11,19 +11,33 @@ use std::time::Duration;
 
 use azure_identity::{ManagedIdentityCredential, ManagedIdentityCredentialOptions, UserAssignedId};
 use stormgate_shared::clock::Clock;
-use stormgate_shared::governor::Governor;
 use stormgate_shared::job::Tier;
+use stormgate_shared::llm::LlmClient;
 use stormgate_shared::related_context::RelatedContext;
 use stormgate_shared::summarize::{Deployment, SummarizeSettings};
 
 use crate::config::{
     OpenAiAuth as OpenAiAuthSetting, SearchSettings, ServiceNowSettings, Settings, TierSettings,
 };
-use crate::functions::summarize::SummarizeRuntime;
 use crate::openai::{AzureOpenAiClient, OpenAiAuth, OpenAiConfig, OpenAiSetupError};
 use crate::redis_connector::RedisConnector;
 use crate::related_search::{AzureSearch, SearchConfig};
 use crate::servicenow::{ServiceNowClient, ServiceNowConfig, WorkNoteOutbox, WorkNoteSink};
+
+/// What the tier functions need beyond the store and the state's governor: the LLM client, the
+/// two deployments and the optional ServiceNow sink. Built once at start-up.
+#[derive(Debug)]
+pub struct SummarizeRuntime {
+    pub client: Arc<dyn LlmClient>,
+    pub premium: Deployment,
+    pub standard: Deployment,
+    pub settings: SummarizeSettings,
+    pub work_notes: Option<WorkNoteSink>,
+    /// Similar past incidents for technician prompts (Azure AI Search), if configured.
+    pub related: Option<Arc<dyn RelatedContext>>,
+    /// Mixed into each invocation's jitter seed.
+    pub seed: u64,
+}
 
 /// One chat completion, connection to last byte. Long enough for a slow answer of a few
 /// hundred tokens; short enough that a hung call is retried well inside the lease.
@@ -49,12 +63,11 @@ pub enum RuntimeSetupError {
     Search(reqwest::Error),
 }
 
-/// Builds the runtime. `governor` is the state's, so dispatch and every retry share one
-/// budget per deployment; `redis` is the store's connector, whose namespace and
+/// Builds the runtime (its calls admitted through the state's governor, so dispatch and
+/// every retry share one budget per deployment); `redis` is the store's connector, whose namespace and
 /// credentials the work-note outbox uses; `seed` is mixed into every jitter sequence.
 pub fn build(
     settings: &Settings,
-    governor: Governor,
     clock: Arc<dyn Clock>,
     redis: &RedisConnector,
     seed: u64,
@@ -68,7 +81,6 @@ pub fn build(
     let related = settings.search.as_ref().map(related_search).transpose()?;
     Ok(SummarizeRuntime {
         client: Arc::new(client),
-        governor,
         premium: deployment(Tier::Premium, &settings.premium),
         standard: deployment(Tier::Standard, &settings.standard),
         settings: SummarizeSettings::default(),

@@ -13,7 +13,7 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use http_body_util::BodyExt;
 use serde_json::Value;
-use stormgate_handlers::app::{AppState, app};
+use stormgate_handlers::app::app;
 use stormgate_handlers::config::{RedisAuth, RedisSettings, Settings};
 use stormgate_handlers::functions::dispatch::{
     NOTIFICATIONS_BINDING, PREMIUM_QUEUE_BINDING, STANDARD_QUEUE_BINDING,
@@ -23,6 +23,7 @@ use stormgate_handlers::invocation::InvocationRequest;
 use stormgate_handlers::lazy_store::LazyStore;
 use stormgate_handlers::redis_connector::RedisConnector;
 use stormgate_handlers::secrets::Secret;
+use stormgate_handlers::state::AppState;
 use stormgate_shared::clock::{Clock, EpochMillis, ManualClock};
 use stormgate_shared::dispatcher::AdmittedGroup;
 use stormgate_shared::governor::Admission;

@@ -317,15 +317,16 @@ async fn classify_dispatch_summarize_ends_with_an_llm_summary_for_every_ticket()
     use axum::body::Body;
     use axum::http::Request;
     use http_body_util::BodyExt;
-    use stormgate_handlers::app::{AppState, app};
+    use stormgate_handlers::app::app;
     use stormgate_handlers::config::{RedisAuth, RedisSettings};
-    use stormgate_handlers::functions::summarize::SummarizeRuntime;
     use stormgate_handlers::lazy_store::LazyStore;
     use stormgate_handlers::openai::{AzureOpenAiClient, OpenAiAuth, OpenAiConfig};
     use stormgate_handlers::redis_connector::RedisConnector;
     use stormgate_handlers::secrets::Secret;
     use stormgate_handlers::simulator_http::spawn_simulator;
+    use stormgate_handlers::state::AppState;
     use stormgate_handlers::system_clock::SystemClock;
+    use stormgate_handlers::tier_runtime::SummarizeRuntime;
     use stormgate_shared::lab::simulator::{DeploymentConfig, Latency, SimulatorConfig};
     use stormgate_shared::summarize::{Deployment, SummarizeSettings};
     use tower::ServiceExt;
@@ -381,7 +382,6 @@ async fn classify_dispatch_summarize_ends_with_an_llm_summary_for_every_ticket()
     let state = AppState::new(settings, LazyStore::new(Arc::new(connector)), clock);
     let runtime = SummarizeRuntime {
         client: Arc::new(client),
-        governor: state.governor.clone(),
         premium,
         standard,
         settings: SummarizeSettings::default(),

@@ -1,4 +1,4 @@
-//! The settings table in `config.rs` is the source every other description of the
+//! The settings table in `config/table.rs` is the source every other description of the
 //! settings is checked against.
 
 // Test code: a failed unwrap is a failed test.

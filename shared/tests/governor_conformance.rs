@@ -16,15 +16,6 @@ use stormgate_shared::job::Tier;
 use stormgate_shared::testing::redis_server::RedisServer;
 use stormgate_shared::tokens::Tokens;
 
-fn start_redis() -> RedisServer {
-    RedisServer::start().unwrap_or_else(|e| panic!("{e}"))
-}
-
-async fn connection(server: &RedisServer) -> ::redis::aio::ConnectionManager {
-    let client = ::redis::Client::open(server.url()).unwrap();
-    ::redis::aio::ConnectionManager::new(client).await.unwrap()
-}
-
 const T0: EpochMillis = EpochMillis(1_800_000_000_000);
 const LIMITS: WindowLimits = WindowLimits {
     window_ms: 10_000,
@@ -609,8 +600,8 @@ macro_rules! conformance {
             $(
                 #[tokio::test]
                 async fn $name() {
-                    let server = super::start_redis();
-                    let ledger = super::RedisLedger::new(super::connection(&server).await, "test:gov");
+                    let server = super::RedisServer::start().unwrap();
+                    let ledger = super::RedisLedger::new(server.connection_manager().await.unwrap(), "test:gov");
                     super::$name(std::sync::Arc::new(ledger)).await;
                 }
             )*
@@ -660,8 +651,8 @@ async fn client_commands(connection: &mut ::redis::aio::ConnectionManager) -> u6
 
 #[tokio::test]
 async fn an_admitted_job_costs_the_redis_governor_two_round_trips() {
-    let server = start_redis();
-    let ledger = RedisLedger::new(connection(&server).await, "trips:gov");
+    let server = RedisServer::start().unwrap();
+    let ledger = RedisLedger::new(server.connection_manager().await.unwrap(), "trips:gov");
     ledger.preload().await.unwrap();
     let governor = Governor::new(
         Arc::new(ledger),
@@ -673,7 +664,7 @@ async fn an_admitted_job_costs_the_redis_governor_two_round_trips() {
             rpm: 60_000,
         }],
     );
-    let mut stats = connection(&server).await;
+    let mut stats = server.connection_manager().await.unwrap();
     let before = client_commands(&mut stats).await;
     const JOBS: u64 = 50;
     for n in 0..JOBS {

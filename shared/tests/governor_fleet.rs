@@ -20,15 +20,6 @@ use stormgate_shared::store::redis::RedisStore;
 use stormgate_shared::testing::redis_server::RedisServer;
 use stormgate_shared::tokens::Tokens;
 
-fn start_redis() -> RedisServer {
-    RedisServer::start().unwrap_or_else(|e| panic!("{e}"))
-}
-
-async fn connection(server: &RedisServer) -> redis::aio::ConnectionManager {
-    let client = redis::Client::open(server.url()).unwrap();
-    redis::aio::ConnectionManager::new(client).await.unwrap()
-}
-
 const DISPATCHERS: u32 = 4;
 const JOBS_EACH: u32 = 150;
 const T0: EpochMillis = EpochMillis(1_800_000_000_000);
@@ -71,7 +62,7 @@ struct Instance {
 }
 
 async fn instance(server: &RedisServer) -> Instance {
-    let ledger = RedisLedger::new(connection(server).await, "fleet:gov");
+    let ledger = RedisLedger::new(server.connection_manager().await.unwrap(), "fleet:gov");
     let store = server.store("fleet").unwrap();
     Instance {
         store,
@@ -140,7 +131,7 @@ fn assert_windows_hold(admitted: &[Reservation], limits: WindowLimits) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn fleet_of_dispatchers_shares_one_budget_and_one_cooldown() {
-    let server = start_redis();
+    let server = RedisServer::start().unwrap();
     let clock = ManualClock::starting_at(T0);
     let config = DispatchConfig::try_from(DispatchConfigFile {
         max_group: 1,

@@ -27,15 +27,6 @@ use stormgate_shared::job::Tier;
 use stormgate_shared::testing::redis_server::RedisServer;
 use stormgate_shared::tokens::Tokens;
 
-fn start_redis() -> RedisServer {
-    RedisServer::start().unwrap_or_else(|e| panic!("{e}"))
-}
-
-async fn connection(server: &RedisServer) -> redis::aio::ConnectionManager {
-    let client = redis::Client::open(server.url()).unwrap();
-    redis::aio::ConnectionManager::new(client).await.unwrap()
-}
-
 const T0: u64 = 1_800_000_000_000;
 
 #[derive(Debug, Clone)]
@@ -440,10 +431,10 @@ proptest! {
 
 #[test]
 fn redis_governor_never_exceeds_any_window() {
-    let server = start_redis();
+    let server = RedisServer::start().unwrap();
     let rt = runtime();
     let ledger: Arc<dyn Ledger> = Arc::new(RedisLedger::new(
-        rt.block_on(connection(&server)),
+        rt.block_on(server.connection_manager()).unwrap(),
         "prop:gov",
     ));
     let case = AtomicU64::new(0);

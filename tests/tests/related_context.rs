@@ -15,12 +15,13 @@ use serde_json::{Value, json};
 use stormgate_e2e::openai_server::FakeAzureOpenAi;
 use stormgate_e2e::search_server::FakeSearch;
 use stormgate_e2e::tickets::{event, record};
-use stormgate_handlers::app::{AppState, app};
+use stormgate_handlers::app::app;
 use stormgate_handlers::config::{OpenAiAuth, RedisAuth, RedisSettings, SearchSettings, Settings};
 use stormgate_handlers::lazy_store::LazyStore;
 use stormgate_handlers::redis_connector::RedisConnector;
 use stormgate_handlers::related_search::SEARCH_API_VERSION;
 use stormgate_handlers::secrets::Secret;
+use stormgate_handlers::state::AppState;
 use stormgate_handlers::tier_runtime;
 use stormgate_shared::clock::{Clock, EpochMillis, ManualClock};
 use stormgate_shared::job::{SummaryKind, Tier};
@@ -67,14 +68,8 @@ impl Rig {
             LazyStore::new(Arc::new(connector.clone())),
             Arc::new(clock.clone()),
         );
-        let runtime = tier_runtime::build(
-            &settings,
-            state.governor.clone(),
-            Arc::new(clock.clone()),
-            &connector,
-            5,
-        )
-        .unwrap();
+        let runtime =
+            tier_runtime::build(&settings, Arc::new(clock.clone()), &connector, 5).unwrap();
         let state = state.with_summarization(runtime);
         let store = state.store().await.unwrap();
         Rig {

@@ -15,12 +15,13 @@ use axum::http::Request;
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use stormgate_e2e::tickets::{event, record};
-use stormgate_handlers::app::{AppState, app};
+use stormgate_handlers::app::app;
 use stormgate_handlers::config::{OpenAiAuth, RedisAuth, RedisSettings, Settings};
 use stormgate_handlers::lazy_store::LazyStore;
 use stormgate_handlers::redis_connector::RedisConnector;
 use stormgate_handlers::secrets::Secret;
 use stormgate_handlers::simulator_http::spawn_simulator;
+use stormgate_handlers::state::AppState;
 use stormgate_handlers::tier_runtime;
 use stormgate_shared::clock::{Clock, EpochMillis, ManualClock};
 use stormgate_shared::job::{SummaryKind, Tier};
@@ -106,14 +107,7 @@ async fn a_deployment_reporting_little_left_makes_dispatch_defer_what_its_window
         LazyStore::new(Arc::new(connector.clone())),
         Arc::new(clock.clone()),
     );
-    let runtime = tier_runtime::build(
-        &settings,
-        state.governor.clone(),
-        Arc::new(clock.clone()),
-        &connector,
-        3,
-    )
-    .unwrap();
+    let runtime = tier_runtime::build(&settings, Arc::new(clock.clone()), &connector, 3).unwrap();
     let state = state.with_summarization(runtime);
     let store = state.store().await.unwrap();
     let ingest = |numbers: std::ops::RangeInclusive<u16>| {

@@ -12,12 +12,14 @@ use axum::http::{Request, StatusCode};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use stormgate_e2e::tickets::{event, record};
-use stormgate_handlers::app::{AppState, app};
+use stormgate_handlers::app::app;
 use stormgate_handlers::config::Settings;
-use stormgate_handlers::functions::summarize::{NOTIFICATIONS_BINDING, SummarizeRuntime};
+use stormgate_handlers::functions::summarize::NOTIFICATIONS_BINDING;
 use stormgate_handlers::lazy_store::LazyStore;
 use stormgate_handlers::openai::{AzureOpenAiClient, OpenAiAuth, OpenAiConfig};
 use stormgate_handlers::simulator_http::spawn_simulator;
+use stormgate_handlers::state::AppState;
+use stormgate_handlers::tier_runtime::SummarizeRuntime;
 use stormgate_shared::clock::{EpochMillis, ManualClock};
 use stormgate_shared::dispatcher::AdmittedGroup;
 use stormgate_shared::governor::{DeploymentBudget, Governor, GovernorPolicy, MemoryLedger};
@@ -101,14 +103,15 @@ async fn a_handoff_is_summarized_acknowledged_and_notices_go_to_kafka() {
         name: name.into(),
         model: "gpt-4o".into(),
     };
-    let state = AppState::new(
+    let mut state = AppState::new(
         Settings::example(),
         LazyStore::ready(store.clone()),
         Arc::new(clock.clone()),
-    )
-    .with_summarization(SummarizeRuntime {
+    );
+    // The simulator's deployments, with the reservation made above.
+    state.governor = governor;
+    let state = state.with_summarization(SummarizeRuntime {
         client: Arc::new(client),
-        governor,
         premium: deployment(Tier::Premium, "premium-sim"),
         standard: deployment(Tier::Standard, "standard-sim"),
         settings: SummarizeSettings::default(),

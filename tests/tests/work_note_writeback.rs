@@ -15,7 +15,7 @@ use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use stormgate_e2e::servicenow_server::{FakeServiceNow, ReceivedNote, SnReply};
 use stormgate_e2e::tickets::{event, record};
-use stormgate_handlers::app::{AppState, app};
+use stormgate_handlers::app::app;
 use stormgate_handlers::config::{
     OpenAiAuth, RedisAuth, RedisSettings, ServiceNowSettings, Settings,
 };
@@ -23,6 +23,7 @@ use stormgate_handlers::lazy_store::LazyStore;
 use stormgate_handlers::redis_connector::RedisConnector;
 use stormgate_handlers::secrets::Secret;
 use stormgate_handlers::simulator_http::{SimulatorHandle, spawn_simulator};
+use stormgate_handlers::state::AppState;
 use stormgate_handlers::tier_runtime;
 use stormgate_shared::clock::{EpochMillis, ManualClock};
 use stormgate_shared::job::{SummaryKind, Tier};
@@ -85,14 +86,8 @@ impl Rig {
             LazyStore::new(Arc::new(connector.clone())),
             Arc::new(clock.clone()),
         );
-        let runtime = tier_runtime::build(
-            &settings,
-            state.governor.clone(),
-            Arc::new(clock.clone()),
-            &connector,
-            7,
-        )
-        .unwrap();
+        let runtime =
+            tier_runtime::build(&settings, Arc::new(clock.clone()), &connector, 7).unwrap();
         let state = state.with_summarization(runtime);
         let store = state.store().await.unwrap();
         Rig {

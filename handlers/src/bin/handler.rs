@@ -12,12 +12,13 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context;
-use stormgate_handlers::app::{AppState, app};
+use stormgate_handlers::app::app;
 use stormgate_handlers::config::Settings;
 use stormgate_handlers::fault_injection;
 use stormgate_handlers::lazy_store::LazyStore;
 use stormgate_handlers::redis_connector::RedisConnector;
 use stormgate_handlers::secrets::{KeyVaultSecrets, SecretSource};
+use stormgate_handlers::state::AppState;
 use stormgate_handlers::system_clock::SystemClock;
 use stormgate_handlers::{telemetry, tier_runtime};
 
@@ -62,13 +63,7 @@ async fn run() -> anyhow::Result<()> {
     let state = AppState::new(settings.clone(), store, clock.clone());
     // The tier functions share the state's governor: one budget per deployment for
     // dispatch and every retry alike. Nothing here touches the network.
-    let runtime = tier_runtime::build(
-        &settings,
-        state.governor.clone(),
-        clock,
-        &connector,
-        std::process::id().into(),
-    )?;
+    let runtime = tier_runtime::build(&settings, clock, &connector, std::process::id().into())?;
     if settings.servicenow.is_some() {
         tracing::info!("ServiceNow work-note write-back enabled");
     }

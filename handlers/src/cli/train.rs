@@ -8,9 +8,10 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use stormgate_shared::classifier::DEFAULT_ROUTE_UP_THRESHOLD;
+use stormgate_shared::classifier::example::TrainingExample;
 use stormgate_shared::classifier::synthetic::storm_corpus;
 use stormgate_shared::classifier::train::{
-    TrainOptions, TrainingExample, load_jsonl, load_uci_csv, train_and_evaluate,
+    TrainOptions, load_jsonl, load_uci_csv, train_and_evaluate,
 };
 use stormgate_shared::severity::Severity;
 

@@ -16,16 +16,14 @@ use stormgate_shared::fault_switches::{self, Mechanism};
 use stormgate_shared::ingest::{BatchIngest, BatchOutcome, IngestContext, RawEvent};
 use stormgate_shared::store::{DeadLetter, Store};
 
-use crate::app::AppState;
 use crate::classifier_loader::classifier;
 use crate::error::ApiError;
 use crate::invocation::{InvocationRequest, InvocationResponse, KafkaEvent};
 use crate::signals::{self, LagSamples};
+use crate::state::AppState;
 
 /// The kafkaTrigger binding's name in function.json.
 pub const EVENTS_BINDING: &str = "events";
-/// The Kafka output binding for customer notifications.
-pub const NOTIFICATIONS_BINDING: &str = "notifications";
 
 pub async fn run(
     State(state): State<AppState>,

@@ -17,9 +17,9 @@ use stormgate_shared::controls::{AuditRecord, ControlState};
 use stormgate_shared::ingest::IngestContext;
 use stormgate_shared::signals::status::AUDIT_SHOWN;
 
-use crate::app::AppState;
 use crate::classifier_loader::classifier;
 use crate::error::ApiError;
+use crate::state::AppState;
 
 /// What an applied action answers.
 #[derive(Debug, Serialize)]

@@ -14,9 +14,9 @@ use stormgate_shared::dead_letters::{ResubmitError, ResubmitReport, Selection, r
 use stormgate_shared::ingest::IngestContext;
 use stormgate_shared::store::DeadLetter;
 
-use crate::app::AppState;
 use crate::classifier_loader::classifier;
 use crate::error::ApiError;
+use crate::state::AppState;
 
 /// Most entries listed or re-submitted at once.
 pub const MAX_ENTRIES: usize = 1000;

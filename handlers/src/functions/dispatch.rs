@@ -38,12 +38,12 @@ use stormgate_shared::job::{JobId, Tier};
 use stormgate_shared::sinks::Sinks;
 use stormgate_shared::store::{Store, StoreError};
 
-use crate::app::AppState;
 use crate::deliveries::{self, NoteAttempt, SinkReport};
 use crate::error::ApiError;
 use crate::invocation::{InvocationRequest, InvocationResponse};
 use crate::servicenow::DeliveryReport;
 use crate::signals;
+use crate::state::AppState;
 
 pub const TIMER_BINDING: &str = "timer";
 /// Queue output bindings, one per tier (queues `summarize-premium` / `summarize-standard`).

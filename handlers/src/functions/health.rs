@@ -7,7 +7,7 @@ use axum::Json;
 use axum::extract::State;
 use serde_json::{Value, json};
 
-use crate::app::AppState;
+use crate::state::AppState;
 
 pub async fn get(State(state): State<AppState>) -> Json<Value> {
     Json(json!({

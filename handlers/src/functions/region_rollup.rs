@@ -7,9 +7,9 @@ use serde_json::{Value, json};
 use stormgate_shared::job::SummaryKind;
 use stormgate_shared::rollup::region_key;
 
-use crate::app::AppState;
 use crate::error::ApiError;
 use crate::functions::summaries::summary_json;
+use crate::state::AppState;
 
 /// Region names are short labels; anything longer is not one.
 const MAX_REGION_CHARS: usize = 64;

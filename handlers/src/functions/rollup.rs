@@ -15,9 +15,9 @@ use stormgate_shared::retention::{PURGE_PER_RUN, keep_within_limits};
 use stormgate_shared::retry::RetryPolicy;
 use stormgate_shared::rollup::RollupWorker;
 
-use crate::app::AppState;
 use crate::error::ApiError;
 use crate::invocation::{InvocationRequest, InvocationResponse};
+use crate::state::AppState;
 
 pub const TIMER_BINDING: &str = "timer";
 
@@ -42,13 +42,13 @@ pub async fn run(
             None
         }
     };
-    let runtime = state.summarization.clone().ok_or(ApiError::NotImplemented(
-        "regional roll-up without an LLM runtime",
-    ))?;
+    let runtime = state.summarization.clone().ok_or_else(|| {
+        ApiError::Internal("the process was assembled without the LLM runtime".into())
+    })?;
     let worker = RollupWorker {
         store: store.as_ref(),
         client: runtime.client.as_ref(),
-        gate: &runtime.governor,
+        gate: &state.governor,
         clock: state.clock.as_ref(),
         deployment: runtime.standard.clone(),
         admission_wait: Duration::from_secs(10),

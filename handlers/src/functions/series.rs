@@ -10,8 +10,8 @@ use serde::Deserialize;
 use stormgate_shared::signals::Minute;
 use stormgate_shared::signals::chart::chart;
 
-use crate::app::AppState;
 use crate::error::ApiError;
+use crate::state::AppState;
 
 /// Minutes answered when none are asked for, and the most that may be.
 pub const DEFAULT_MINUTES: u64 = 180;

@@ -14,8 +14,8 @@ use stormgate_shared::routing_explanation::explain;
 use stormgate_shared::snapshot::TicketSnapshot;
 use stormgate_shared::summary::Summary;
 
-use crate::app::AppState;
 use crate::error::ApiError;
+use crate::state::AppState;
 
 pub async fn get(
     State(state): State<AppState>,

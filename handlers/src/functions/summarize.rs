@@ -23,19 +23,15 @@ use rand::rngs::SmallRng;
 use serde_json::json;
 use stormgate_shared::clock::Clock;
 use stormgate_shared::dispatcher::AdmittedGroup;
-use stormgate_shared::governor::Governor;
 use stormgate_shared::job::{JobId, Tier};
-use stormgate_shared::llm::LlmClient;
-use stormgate_shared::related_context::RelatedContext;
 use stormgate_shared::store::Store;
-use stormgate_shared::summarize::{Deployment, SummarizeSettings, TierWorker};
+use stormgate_shared::summarize::TierWorker;
 
-use crate::app::AppState;
 use crate::deliveries::{self, SinkReport};
 use crate::error::ApiError;
 use crate::invocation::{InvocationRequest, InvocationResponse};
-use crate::servicenow::WorkNoteSink;
 use crate::signals;
+use crate::state::AppState;
 
 /// How often a running invocation renews its claims on calls: a few times within a
 /// claim's life, so that a slow Redis answer does not let one run out.
@@ -45,22 +41,6 @@ pub const CLAIM_RENEWAL: Duration = Duration::from_secs(3);
 pub const HANDOFF_BINDING: &str = "handoff";
 /// The Kafka output binding customer notices are published through.
 pub const NOTIFICATIONS_BINDING: &str = "notifications";
-
-/// What the tier functions need beyond the store: the LLM client, the governor, the
-/// two deployments and the optional ServiceNow sink. Built once at start-up.
-#[derive(Debug)]
-pub struct SummarizeRuntime {
-    pub client: Arc<dyn LlmClient>,
-    pub governor: Governor,
-    pub premium: Deployment,
-    pub standard: Deployment,
-    pub settings: SummarizeSettings,
-    pub work_notes: Option<WorkNoteSink>,
-    /// Similar past incidents for technician prompts (Azure AI Search), if configured.
-    pub related: Option<Arc<dyn RelatedContext>>,
-    /// Mixed into each invocation's jitter seed.
-    pub seed: u64,
-}
 
 pub async fn premium(
     state: State<AppState>,
@@ -88,9 +68,9 @@ async fn summarize(
             handoff.tier
         )));
     }
-    let runtime = state.summarization.clone().ok_or(ApiError::NotImplemented(
-        "summarization without an LLM runtime",
-    ))?;
+    let runtime = state.summarization.clone().ok_or_else(|| {
+        ApiError::Internal("the process was assembled without the LLM runtime".into())
+    })?;
     let deployment = match tier {
         Tier::Premium => runtime.premium.clone(),
         Tier::Standard => runtime.standard.clone(),
@@ -105,10 +85,10 @@ async fn summarize(
     // again): read once; without them the configured budget holds.
     let now = state.clock.now();
     let governor = match state.controls.state(now).await {
-        Ok(controls) => runtime.governor.with_controls(&controls, now),
+        Ok(controls) => state.governor.with_controls(&controls, now),
         Err(error) => {
             tracing::warn!(%error, "controls not read: admitting under the configured budgets");
-            runtime.governor.clone()
+            state.governor.clone()
         }
     };
     let deployment_name = deployment.name.clone();

@@ -29,9 +29,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use stormgate_shared::clock::EpochMillis;
+use stormgate_shared::clock::{Clock, EpochMillis};
 use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinSet;
+
+use crate::system_clock::SystemClock;
 
 use super::app_definition::{AppDefinition, FunctionDefinition, Trigger};
 use super::invocation_client::{Answer, InvocationClient};
@@ -72,13 +74,9 @@ pub enum HostEvent {
     KafkaBatchLost { function: String, records: usize },
 }
 
-/// The wall clock as epoch milliseconds: the host stand-in is part of the edge that
-/// owns real time.
+/// The wall clock as epoch milliseconds: the host stand-in runs in real time.
 pub fn wall_clock() -> EpochMillis {
-    let since = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    EpochMillis(u64::try_from(since.as_millis()).unwrap_or(u64::MAX))
+    SystemClock.now()
 }
 
 #[derive(Debug, Default)]

@@ -13,9 +13,11 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::Value;
-use stormgate_shared::clock::EpochMillis;
+use stormgate_shared::clock::{Clock, EpochMillis};
 use stormgate_shared::job::Tier;
 use tokio::task::JoinSet;
+
+use crate::system_clock::SystemClock;
 
 use super::app_definition::{AppDefinition, Trigger};
 use super::invocation_client::{Answer, InvocationClient};
@@ -50,10 +52,7 @@ pub fn tier_function(tier: Tier) -> String {
 }
 
 fn now_millis() -> EpochMillis {
-    let since = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    EpochMillis(u64::try_from(since.as_millis()).unwrap_or(u64::MAX))
+    SystemClock.now()
 }
 
 impl FunctionsHost {

@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
+use super::example::TrainingExample;
 use super::model::{CLASSES, Model};
-use super::train::TrainingExample;
 use super::{argmax, route_up};
 use crate::severity::Severity;
 

@@ -7,6 +7,7 @@
 //! toward more care. Customer impact is a documented rule over the ticket's facts.
 
 pub mod evaluate;
+pub mod example;
 pub mod features;
 pub mod model;
 pub mod synthetic;

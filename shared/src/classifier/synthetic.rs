@@ -24,7 +24,7 @@
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use super::train::TrainingExample;
+use super::example::TrainingExample;
 use crate::severity::Severity;
 
 #[derive(Debug, Clone, Copy)]

@@ -32,6 +32,8 @@ pub enum RedisServerError {
     NotReady { port: u16, waited: Duration },
     #[error("test namespace or URL rejected: {0}")]
     Store(String),
+    #[error("could not connect to redis-server: {0}")]
+    Connect(String),
 }
 
 /// A running `redis-server` owned by the test; dropping it kills the process.
@@ -146,6 +148,18 @@ impl RedisServer {
             client,
             RedisStore::connection_defaults(),
         )))
+    }
+
+    /// A connection to this server that reconnects by itself, for tests that drive Redis
+    /// directly (the governor's ledgers).
+    pub async fn connection_manager(
+        &self,
+    ) -> Result<redis::aio::ConnectionManager, RedisServerError> {
+        let client =
+            redis::Client::open(self.url()).map_err(|e| RedisServerError::Store(e.to_string()))?;
+        redis::aio::ConnectionManager::new(client)
+            .await
+            .map_err(|e| RedisServerError::Connect(e.to_string()))
     }
 
     pub fn port(&self) -> u16 {
