@@ -198,7 +198,7 @@ fn every_test_file_is_a_module_of_its_crates_test_binary() {
             } else {
                 None
             };
-            if let Some(module) = module.filter(|m| *m != "main" && !declared.contains(m)) {
+            if module.is_some_and(|m| m != "main" && !declared.contains(&m)) {
                 undeclared.push(path.display().to_string());
             }
         }
