@@ -87,14 +87,14 @@ pub fn jobs_for(
     let t = &snapshot.ticket;
     let mut kinds = Vec::with_capacity(2);
     if !t.is_closed() {
-        kinds.push((SummaryKind::Technician, policy.technician_max_output));
+        kinds.push(SummaryKind::Technician);
     }
     if snapshot.customer_impacting {
-        kinds.push((SummaryKind::Customer, policy.customer_max_output));
+        kinds.push(SummaryKind::Customer);
     }
     kinds
         .into_iter()
-        .filter_map(|(kind, max_output)| {
+        .filter_map(|kind| {
             Some(Job {
                 id: JobId {
                     ticket: t.id.clone(),
@@ -112,7 +112,7 @@ pub fn jobs_for(
                     &prompts::ticket_text_for(kind, snapshot, policy.prompt_chars),
                     kind,
                 ),
-                max_output_tokens: max_output,
+                max_output_tokens: prompts::current(kind).max_output(),
                 enqueued_at: now,
                 deadline: policy.deadlines.deadline(now, Severity::P1, kind)?,
                 coalesce_key: None,

@@ -209,7 +209,7 @@ impl RollupWorker<'_> {
             .collect();
         let request = prompts::rollup_request(
             template,
-            &self.deployment.name,
+            self.deployment.name.as_str(),
             region,
             &facts.as_prompt_facts(),
             &summaries,
@@ -227,6 +227,7 @@ impl RollupWorker<'_> {
             gate: self.gate,
             clock: self.clock,
             policy: &self.retry,
+            deployment: &self.deployment.name,
             deadline: self.clock.now().plus(self.admission_wait),
         };
         let retried = complete_with_retry(env, request, None, cost, None, &mut rng).await;
@@ -361,7 +362,7 @@ mod tests {
             clock,
             deployment: Deployment {
                 tier: Tier::Standard,
-                name: "standard".into(),
+                name: "standard".parse().unwrap(),
                 model: "gpt-4o-mini".into(),
             },
             admission_wait: Duration::from_secs(20),
