@@ -17,7 +17,7 @@ use crate::extractive;
 use crate::fault_switches::{self, Mechanism};
 use crate::job::{SummaryKind, Tier};
 use crate::sinks::Sinks;
-use crate::snapshot::TicketSnapshot;
+use crate::snapshot::{SnapshotLoad, TicketSnapshot};
 use crate::store::{Lease, Store, StoreError};
 use crate::summary::{EXTRACTIVE_MODEL, PutOutcome, Summary};
 use crate::tokens::Tokens;
@@ -49,25 +49,26 @@ pub async fn settle_extractive(
     sinks: Sinks,
 ) -> Result<Settlement, StoreError> {
     let job = &lease.job;
-    let settlement = match store.ticket_snapshot(&job.id.ticket).await? {
-        Some((version, _)) if version > job.id.version => Settlement::Superseded,
-        Some((_, snapshot)) => match serde_json::from_value::<TicketSnapshot>(snapshot) {
-            Ok(snapshot) => {
-                let summary = degraded_summary(lease, &snapshot, clock);
-                let owes =
-                    sinks.owes(summary.kind) && !fault_switches::is_off(Mechanism::DeliveryLedger);
-                let put = store.put_summary_owed(&summary, owes, clock.now()).await?;
-                if put == PutOutcome::Superseded {
-                    tracing::debug!(job = %job.id, "a better summary was already stored");
-                }
-                Settlement::Summarized
+    let load = store
+        .load_snapshot(&job.id.ticket, Some(job.id.version))
+        .await?;
+    let settlement = match load {
+        SnapshotLoad::Superseded { .. } => Settlement::Superseded,
+        SnapshotLoad::Current { snapshot, .. } => {
+            let summary = degraded_summary(lease, &snapshot, clock);
+            let owes =
+                sinks.owes(summary.kind) && !fault_switches::is_off(Mechanism::DeliveryLedger);
+            let put = store.put_summary_owed(&summary, owes, clock.now()).await?;
+            if put == PutOutcome::Superseded {
+                tracing::debug!(job = %job.id, "a better summary was already stored");
             }
-            Err(error) => {
-                tracing::error!(job = %job.id, %error, "unreadable ticket snapshot");
-                Settlement::Unreadable
-            }
-        },
-        None => {
+            Settlement::Summarized
+        }
+        SnapshotLoad::Unreadable { reason, .. } => {
+            tracing::error!(job = %job.id, error = %reason, "unreadable ticket snapshot");
+            Settlement::Unreadable
+        }
+        SnapshotLoad::Missing => {
             tracing::error!(job = %job.id, "no ticket snapshot for a spilled job");
             Settlement::Unreadable
         }

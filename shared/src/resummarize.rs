@@ -18,7 +18,7 @@ use crate::ingest::{IngestPolicy, prompt_token_estimate};
 use crate::job::{Job, JobId, LlmUse, SummaryKind, Tier};
 use crate::prompts;
 use crate::severity::Severity;
-use crate::snapshot::TicketSnapshot;
+use crate::snapshot::{SnapshotLoad, TicketSnapshot};
 use crate::store::{ResummarizeOutcome, Store, StoreError};
 use crate::ticket_id::TicketId;
 
@@ -54,12 +54,15 @@ pub async fn resummarize(
     ticket: &TicketId,
     now: EpochMillis,
 ) -> Result<ResummarizeReport, ResummarizeError> {
-    let (version, snapshot) = store
-        .ticket_snapshot(ticket)
-        .await?
-        .ok_or_else(|| ResummarizeError::UnknownTicket(ticket.clone()))?;
-    let snapshot: TicketSnapshot = serde_json::from_value(snapshot)
-        .map_err(|e| ResummarizeError::Unreadable(ticket.clone(), e.to_string()))?;
+    let (version, snapshot) = match store.load_snapshot(ticket, None).await? {
+        SnapshotLoad::Current { version, snapshot } => (version, *snapshot),
+        SnapshotLoad::Unreadable { reason, .. } => {
+            return Err(ResummarizeError::Unreadable(ticket.clone(), reason));
+        }
+        SnapshotLoad::Missing | SnapshotLoad::Superseded { .. } => {
+            return Err(ResummarizeError::UnknownTicket(ticket.clone()));
+        }
+    };
     let jobs = jobs_for(&snapshot, version, policy, now);
     let outcomes = store.resummarize(&jobs).await?;
     Ok(ResummarizeReport {

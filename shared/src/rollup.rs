@@ -25,7 +25,7 @@ use crate::metering;
 use crate::prompts;
 use crate::retry::{RetryEnv, RetryGate, RetryPolicy, complete_with_retry};
 use crate::severity::Severity;
-use crate::snapshot::TicketSnapshot;
+use crate::snapshot::{SnapshotLoad, TicketSnapshot};
 use crate::store::{Store, StoreError};
 use crate::summarize::Deployment;
 use crate::summary::{EXTRACTIVE_MODEL, Summary};
@@ -187,15 +187,13 @@ impl RollupWorker<'_> {
         let previous = self.store.summary(&key, SummaryKind::Rollup).await?;
         let mut loaded = Vec::with_capacity(tickets.len());
         for id in tickets {
-            let Some((_, snapshot)) = self.store.ticket_snapshot(id).await? else {
-                continue;
-            };
-            let snapshot = match serde_json::from_value::<TicketSnapshot>(snapshot) {
-                Ok(s) => s,
-                Err(error) => {
-                    tracing::error!(ticket = %id, %error, "unreadable snapshot left out of the roll-up");
+            let snapshot = match self.store.load_snapshot(id, None).await? {
+                SnapshotLoad::Current { snapshot, .. } => *snapshot,
+                SnapshotLoad::Unreadable { reason, .. } => {
+                    tracing::error!(ticket = %id, error = %reason, "unreadable snapshot left out of the roll-up");
                     continue;
                 }
+                SnapshotLoad::Missing | SnapshotLoad::Superseded { .. } => continue,
             };
             let summary = self.store.summary(id, SummaryKind::Technician).await?;
             loaded.push((snapshot, summary));

@@ -49,7 +49,7 @@ use crate::retry::{
 };
 use crate::scrubber::{ScrubContext, scrub};
 use crate::sinks::Sinks;
-use crate::snapshot::TicketSnapshot;
+use crate::snapshot::{SnapshotLoad, TicketSnapshot};
 use crate::store::{CallClaim, Lease, LeasedGroup, Store, StoreError};
 use crate::summary::{EXTRACTIVE_MODEL, PutOutcome, Summary};
 use crate::tokens::Tokens;
@@ -213,17 +213,17 @@ impl TierWorker<'_> {
         let mut by_kind: BTreeMap<SummaryKind, Vec<Item<'_>>> = BTreeMap::new();
         for lease in group {
             match self.load(lease).await? {
-                Loaded::Current(snapshot) => {
+                SnapshotLoad::Current { snapshot, .. } => {
                     by_kind.entry(lease.job.id.kind).or_default().push(Item {
                         lease,
                         snapshot: *snapshot,
                     })
                 }
-                Loaded::Superseded => {
+                SnapshotLoad::Superseded { .. } => {
                     outcome.superseded += 1;
                     self.ack(lease, &mut outcome).await?;
                 }
-                Loaded::Unreadable => {
+                SnapshotLoad::Unreadable { .. } | SnapshotLoad::Missing => {
                     outcome.unreadable += 1;
                     self.ack(lease, &mut outcome).await?;
                 }
@@ -294,22 +294,22 @@ impl TierWorker<'_> {
     }
 
     /// The ticket version a job summarizes.
-    async fn load(&self, lease: &Lease) -> Result<Loaded, StoreError> {
-        let Some((version, snapshot)) = self.store.ticket_snapshot(&lease.job.id.ticket).await?
-        else {
-            tracing::error!(job = %lease.job.id, "no ticket snapshot for a leased job");
-            return Ok(Loaded::Unreadable);
-        };
-        if version > lease.job.id.version {
-            return Ok(Loaded::Superseded);
-        }
-        match serde_json::from_value::<TicketSnapshot>(snapshot) {
-            Ok(snapshot) => Ok(Loaded::Current(Box::new(snapshot))),
-            Err(error) => {
-                tracing::error!(job = %lease.job.id, %error, "unreadable ticket snapshot");
-                Ok(Loaded::Unreadable)
+    async fn load(&self, lease: &Lease) -> Result<SnapshotLoad, StoreError> {
+        let id = &lease.job.id;
+        let load = self
+            .store
+            .load_snapshot(&id.ticket, Some(id.version))
+            .await?;
+        match &load {
+            SnapshotLoad::Missing => {
+                tracing::error!(job = %id, "no ticket snapshot for a leased job");
             }
+            SnapshotLoad::Unreadable { reason, .. } => {
+                tracing::error!(job = %id, error = %reason, "unreadable ticket snapshot");
+            }
+            SnapshotLoad::Current { .. } | SnapshotLoad::Superseded { .. } => {}
         }
+        Ok(load)
     }
 
     async fn summarize_kind(
@@ -563,12 +563,6 @@ impl TierWorker<'_> {
         }
         Ok(())
     }
-}
-
-enum Loaded {
-    Current(Box<TicketSnapshot>),
-    Superseded,
-    Unreadable,
 }
 
 /// The group answer as this ticket's summary.
