@@ -15,12 +15,11 @@ use serde::{Deserialize, Serialize};
 use crate::clock::Clock;
 use crate::extractive;
 use crate::fault_switches::{self, Mechanism};
-use crate::job::{SummaryKind, Tier};
+use crate::job::SummaryKind;
 use crate::sinks::Sinks;
 use crate::snapshot::{SnapshotLoad, TicketSnapshot};
 use crate::store::{Lease, Store, StoreError};
-use crate::summary::{EXTRACTIVE_MODEL, PutOutcome, Summary};
-use crate::tokens::Tokens;
+use crate::summary::{PutOutcome, Summary, SummaryOf};
 
 /// What settling one lease did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -87,20 +86,7 @@ fn degraded_summary(lease: &Lease, snapshot: &TicketSnapshot, clock: &dyn Clock)
         // Scrubbed against the ticket's own people, hosts and internal terms.
         SummaryKind::Customer => extractive::customer(snapshot).text,
     };
-    Summary {
-        ticket: id.ticket.clone(),
-        number: lease.job.number.clone(),
-        version: id.version,
-        kind: id.kind,
-        text,
-        tier: Tier::Extractive,
-        model: EXTRACTIVE_MODEL.to_owned(),
-        degraded: true,
-        tokens_used: Tokens::ZERO,
-        created_at: clock.now(),
-        prompt_version: None,
-        input: serde_json::Value::Null,
-    }
+    Summary::fallback(SummaryOf::job(id, &lease.job.number, clock.now()), text)
 }
 
 #[cfg(test)]
@@ -109,6 +95,7 @@ mod tests {
 
     use super::*;
     use crate::clock::ManualClock;
+    use crate::job::Tier;
     use crate::store::AgingPolicy;
     use crate::store::memory::MemoryStore;
     use crate::summarize::tests::{T0, event, record};

@@ -24,7 +24,7 @@ use crate::clock::{Clock, EpochMillis};
 use crate::deadline_policy::DeadlinePolicy;
 use crate::event::{CdcHeaders, Examined, ParseLimits, SkipReason, Ticket, examine_event};
 use crate::extractive;
-use crate::job::{Job, JobId, SummaryKind, Tier};
+use crate::job::{Job, JobId, SummaryKind};
 use crate::log_bounding::{BoundingLimits, bound_lines};
 use crate::metering;
 use crate::prompts;
@@ -32,7 +32,7 @@ use crate::routing;
 use crate::severity::Severity;
 use crate::snapshot::TicketSnapshot;
 use crate::store::{DeadLetter, IngestOutcome, IngestRecord, SnapshotJson, Store, StoreError};
-use crate::summary::{EXTRACTIVE_MODEL, Summary};
+use crate::summary::{Summary, SummaryOf};
 use crate::tier_table::TierTable;
 use crate::tokens::Tokens;
 
@@ -450,19 +450,17 @@ pub fn prepare(
     snapshot.routing_basis = Some(routed.basis);
     let t = &snapshot.ticket;
 
-    let summary = Summary {
+    let of = SummaryOf {
         ticket: t.id.clone(),
         number: t.number.clone(),
         version: t.version,
         kind: SummaryKind::Technician,
-        text: extractive::technician_from(&snapshot, &log, log_alarms),
-        tier: Tier::Extractive,
-        model: EXTRACTIVE_MODEL.to_owned(),
-        degraded: false,
-        tokens_used: Tokens::ZERO,
         created_at: now,
-        prompt_version: None,
-        input: serde_json::json!({
+    };
+    let summary = Summary::instant(
+        of,
+        extractive::technician_from(&snapshot, &log, log_alarms),
+        serde_json::json!({
             "bounding": snapshot.bounding,
             "classification": {
                 "probabilities": snapshot.prediction.probabilities,
@@ -474,7 +472,7 @@ pub fn prepare(
                 "customer_impact": snapshot.prediction.customer_impact,
             },
         }),
-    };
+    );
 
     let closed = t.is_closed();
     let mut kinds = Vec::with_capacity(2);

@@ -51,7 +51,7 @@ use crate::scrubber::{ScrubContext, scrub};
 use crate::sinks::Sinks;
 use crate::snapshot::{SnapshotLoad, TicketSnapshot};
 use crate::store::{CallClaim, Lease, LeasedGroup, Store, StoreError};
-use crate::summary::{EXTRACTIVE_MODEL, PutOutcome, Summary};
+use crate::summary::{PutOutcome, Summary, SummaryOf};
 use crate::tokens::Tokens;
 
 /// Technician summaries are five sentences at most.
@@ -397,21 +397,19 @@ impl TierWorker<'_> {
                 Ok(completion) => {
                     let text = fan_out(kind, &completion.text, item, items.len(), &scrub_context);
                     let share = Tokens(completion.usage.total().get() / items.len() as u64);
-                    let summary = self.summary(item, kind, text, &completion.model, false, share);
-                    let summary = Summary {
-                        prompt_version: Some(prompt_version.to_owned()),
-                        ..summary
-                    };
+                    let summary = Summary::llm(
+                        self.summary_of(item),
+                        text,
+                        self.deployment.tier,
+                        &completion.model,
+                        share,
+                        prompt_version,
+                    );
                     (summary, SummarySource::Llm)
                 }
                 Err(reason) => {
                     let text = fallback_text(kind, item, &scrub_context);
-                    let summary =
-                        self.summary(item, kind, text, EXTRACTIVE_MODEL, true, Tokens::ZERO);
-                    let summary = Summary {
-                        tier: Tier::Extractive,
-                        ..summary
-                    };
+                    let summary = Summary::fallback(self.summary_of(item), text);
                     (
                         summary,
                         SummarySource::Extractive {
@@ -507,30 +505,10 @@ impl TierWorker<'_> {
             .unwrap_or_else(|| self.clock.now())
     }
 
-    fn summary(
-        &self,
-        item: &Item<'_>,
-        kind: SummaryKind,
-        text: String,
-        model: &str,
-        degraded: bool,
-        tokens_used: Tokens,
-    ) -> Summary {
+    /// What the item's summary is of, written now.
+    fn summary_of(&self, item: &Item<'_>) -> SummaryOf {
         let id: &JobId = &item.lease.job.id;
-        Summary {
-            ticket: id.ticket.clone(),
-            number: item.snapshot.ticket.number.clone(),
-            version: id.version,
-            kind,
-            text,
-            tier: self.deployment.tier,
-            model: model.to_owned(),
-            degraded,
-            tokens_used,
-            created_at: self.clock.now(),
-            prompt_version: None,
-            input: serde_json::Value::Null,
-        }
+        SummaryOf::job(id, &item.snapshot.ticket.number, self.clock.now())
     }
 
     async fn store_summary(
@@ -905,7 +883,7 @@ pub(crate) mod tests {
             .expect("a job never ends without a summary");
         assert!(stored.degraded);
         assert_eq!(stored.tier, Tier::Extractive);
-        assert_eq!(stored.model, EXTRACTIVE_MODEL);
+        assert_eq!(stored.model, crate::summary::EXTRACTIVE_MODEL);
         assert!(!stored.text.contains("Jane") && !stored.text.contains("ams-agg"));
         assert_eq!(outcome.acked, 1);
         assert!(matches!(
