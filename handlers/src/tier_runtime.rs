@@ -93,7 +93,7 @@ pub fn build(
 fn deployment(tier: Tier, settings: &TierSettings) -> Deployment {
     Deployment {
         tier,
-        name: settings.deployment.to_string(),
+        name: settings.deployment.clone(),
         model: settings.model.clone(),
     }
 }

@@ -167,7 +167,7 @@ async fn a_tick_hands_each_tier_its_admitted_groups_as_messages_the_tier_functio
             assert_eq!(group.tier, tier);
             assert!(!group.leases.is_empty());
             assert!(group.leases.iter().all(|l| l.job.id.kind == group.kind));
-            assert!(group.reservation.tokens >= group.max_output_tokens);
+            assert_eq!(group.reservation.tokens, group.cost.total());
             handed_off += group.leases.len() as u64;
         }
     }

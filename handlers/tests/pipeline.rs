@@ -372,7 +372,7 @@ async fn classify_dispatch_summarize_ends_with_an_llm_summary_for_every_ticket()
     .unwrap();
     let deployment = |tier, t: &stormgate_handlers::config::TierSettings| Deployment {
         tier,
-        name: t.deployment.to_string(),
+        name: t.deployment.clone(),
         model: t.model.clone(),
     };
     let (premium, standard) = (

@@ -56,6 +56,7 @@ use crate::fault_switches::{self, Mechanism};
 use crate::gauges::{self, GaugeError, Gauges};
 use crate::governor::{Admission, DeploymentName, Governor, GovernorError, Reservation};
 use crate::job::{LlmUse, SummaryKind, Tier};
+use crate::metering::CallCost;
 use crate::store::{Lease, Store, StoreError};
 use crate::tokens::Tokens;
 
@@ -83,10 +84,21 @@ pub struct AdmittedGroup {
     pub tier: Tier,
     pub kind: SummaryKind,
     pub leases: Vec<Lease>,
-    /// Reconcile it with what the call was charged ([`Governor::reconcile`]).
+    /// Reconcile it with what the call was charged ([`Governor::reconcile`]). Its
+    /// deployment is the one the call goes to ([`AdmittedGroup::deployment`]).
     pub reservation: Reservation,
-    /// The call's `max_tokens` must not exceed this: it is what was charged for output.
-    pub max_output_tokens: Tokens,
+    /// What the call was admitted for. The call's `max_tokens` must not exceed its
+    /// `max_output_tokens`: that is what was charged for output. Flattened, so the queue
+    /// message keeps the `max_output_tokens` field every version reads and writes.
+    #[serde(flatten)]
+    pub cost: CallCost,
+}
+
+impl AdmittedGroup {
+    /// The deployment the call was admitted on.
+    pub fn deployment(&self) -> &DeploymentName {
+        &self.reservation.deployment
+    }
 }
 
 /// Why a group left its tier.
@@ -530,7 +542,7 @@ impl Tick<'_, '_> {
             } else if !(job.llm == LlmUse::Never || job.llm.only_when_calm_in(tier)) {
                 // Jobs the tier table keeps extractive, or lets use this tier only while it
                 // is calm, count for nothing ahead: leased from a tier this busy, they leave it.
-                ahead_tokens += (job.prompt_tokens + job.max_output_tokens).0;
+                ahead_tokens += CallCost::of_jobs([&job]).total().0;
                 ahead_requests += 1;
             }
         }
@@ -564,7 +576,7 @@ impl Tick<'_, '_> {
         kind: SummaryKind,
         leases: Vec<Lease>,
     ) -> Result<Placement, DispatchError> {
-        let (cost, max_output_tokens) = call_cost(&leases);
+        let cost = CallCost::of_jobs(leases.iter().map(|l| &l.job));
         let deadline = leases
             .iter()
             .map(|l| l.job.deadline)
@@ -572,7 +584,12 @@ impl Tick<'_, '_> {
             .unwrap_or(EpochMillis::ZERO);
         loop {
             let now = self.ctx.clock.now();
-            let free_at = match self.ctx.governor.admit(deployment, cost, now).await? {
+            let free_at = match self
+                .ctx
+                .governor
+                .admit(deployment, cost.total(), now)
+                .await?
+            {
                 Admission::Admitted(reservation) => {
                     self.counters.admitted_calls += 1;
                     self.counters.admitted_jobs += leases.len() as u64;
@@ -582,7 +599,7 @@ impl Tick<'_, '_> {
                         kind,
                         leases,
                         reservation,
-                        max_output_tokens,
+                        cost,
                     });
                     return Ok(Placement::Admitted);
                 }
@@ -688,18 +705,6 @@ fn split_by_kind(group: Vec<Lease>) -> Vec<(SummaryKind, Vec<Lease>)> {
     let mut calls: Vec<_> = by_kind.into_iter().collect();
     calls.sort_by_key(|(kind, _)| Some(*kind) != first_kind);
     calls
-}
-
-/// What one call over these jobs is charged: every prompt (an upper bound; the worker's
-/// prompt may bound the group's text further) plus the largest `max_tokens`.
-fn call_cost(leases: &[Lease]) -> (Tokens, Tokens) {
-    let prompts: Tokens = leases.iter().map(|l| l.job.prompt_tokens).sum();
-    let output = leases
-        .iter()
-        .map(|l| l.job.max_output_tokens)
-        .max()
-        .unwrap_or(Tokens::ZERO);
-    (prompts + output, output)
 }
 
 fn log_counters(outcome: &DispatchOutcome) {

@@ -15,12 +15,11 @@ use serde::{Deserialize, Serialize};
 use crate::clock::Clock;
 use crate::extractive;
 use crate::fault_switches::{self, Mechanism};
-use crate::job::{SummaryKind, Tier};
+use crate::job::SummaryKind;
 use crate::sinks::Sinks;
-use crate::snapshot::TicketSnapshot;
+use crate::snapshot::{SnapshotLoad, TicketSnapshot};
 use crate::store::{Lease, Store, StoreError};
-use crate::summary::{EXTRACTIVE_MODEL, PutOutcome, Summary};
-use crate::tokens::Tokens;
+use crate::summary::{PutOutcome, Summary, SummaryOf};
 
 /// What settling one lease did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -49,25 +48,26 @@ pub async fn settle_extractive(
     sinks: Sinks,
 ) -> Result<Settlement, StoreError> {
     let job = &lease.job;
-    let settlement = match store.ticket_snapshot(&job.id.ticket).await? {
-        Some((version, _)) if version > job.id.version => Settlement::Superseded,
-        Some((_, snapshot)) => match serde_json::from_value::<TicketSnapshot>(snapshot) {
-            Ok(snapshot) => {
-                let summary = degraded_summary(lease, &snapshot, clock);
-                let owes =
-                    sinks.owes(summary.kind) && !fault_switches::is_off(Mechanism::DeliveryLedger);
-                let put = store.put_summary_owed(&summary, owes, clock.now()).await?;
-                if put == PutOutcome::Superseded {
-                    tracing::debug!(job = %job.id, "a better summary was already stored");
-                }
-                Settlement::Summarized
+    let load = store
+        .load_snapshot(&job.id.ticket, Some(job.id.version))
+        .await?;
+    let settlement = match load {
+        SnapshotLoad::Superseded { .. } => Settlement::Superseded,
+        SnapshotLoad::Current { snapshot, .. } => {
+            let summary = degraded_summary(lease, &snapshot, clock);
+            let owes =
+                sinks.owes(summary.kind) && !fault_switches::is_off(Mechanism::DeliveryLedger);
+            let put = store.put_summary_owed(&summary, owes, clock.now()).await?;
+            if put == PutOutcome::Superseded {
+                tracing::debug!(job = %job.id, "a better summary was already stored");
             }
-            Err(error) => {
-                tracing::error!(job = %job.id, %error, "unreadable ticket snapshot");
-                Settlement::Unreadable
-            }
-        },
-        None => {
+            Settlement::Summarized
+        }
+        SnapshotLoad::Unreadable { reason, .. } => {
+            tracing::error!(job = %job.id, error = %reason, "unreadable ticket snapshot");
+            Settlement::Unreadable
+        }
+        SnapshotLoad::Missing => {
             tracing::error!(job = %job.id, "no ticket snapshot for a spilled job");
             Settlement::Unreadable
         }
@@ -86,20 +86,7 @@ fn degraded_summary(lease: &Lease, snapshot: &TicketSnapshot, clock: &dyn Clock)
         // Scrubbed against the ticket's own people, hosts and internal terms.
         SummaryKind::Customer => extractive::customer(snapshot).text,
     };
-    Summary {
-        ticket: id.ticket.clone(),
-        number: lease.job.number.clone(),
-        version: id.version,
-        kind: id.kind,
-        text,
-        tier: Tier::Extractive,
-        model: EXTRACTIVE_MODEL.to_owned(),
-        degraded: true,
-        tokens_used: Tokens::ZERO,
-        created_at: clock.now(),
-        prompt_version: None,
-        input: serde_json::Value::Null,
-    }
+    Summary::fallback(SummaryOf::job(id, &lease.job.number, clock.now()), text)
 }
 
 #[cfg(test)]
@@ -108,6 +95,7 @@ mod tests {
 
     use super::*;
     use crate::clock::ManualClock;
+    use crate::job::Tier;
     use crate::store::AgingPolicy;
     use crate::store::memory::MemoryStore;
     use crate::summarize::tests::{T0, event, record};

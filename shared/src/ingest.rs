@@ -24,7 +24,7 @@ use crate::clock::{Clock, EpochMillis};
 use crate::deadline_policy::DeadlinePolicy;
 use crate::event::{CdcHeaders, Examined, ParseLimits, SkipReason, Ticket, examine_event};
 use crate::extractive;
-use crate::job::{Job, JobId, SummaryKind, Tier};
+use crate::job::{Job, JobId, SummaryKind};
 use crate::log_bounding::{BoundingLimits, bound_lines};
 use crate::metering;
 use crate::prompts;
@@ -32,7 +32,7 @@ use crate::routing;
 use crate::severity::Severity;
 use crate::snapshot::TicketSnapshot;
 use crate::store::{DeadLetter, IngestOutcome, IngestRecord, SnapshotJson, Store, StoreError};
-use crate::summary::{EXTRACTIVE_MODEL, Summary};
+use crate::summary::{Summary, SummaryOf};
 use crate::tier_table::TierTable;
 use crate::tokens::Tokens;
 
@@ -63,8 +63,6 @@ pub struct IngestPolicy {
     /// all when that is under [`MIN_HOLD`]: never a P1 or P2 technician summary.
     /// Zero holds nothing.
     pub coalesce_hold: Duration,
-    pub technician_max_output: Tokens,
-    pub customer_max_output: Tokens,
     /// Bytes of a rejected event's value kept in its dead letter.
     pub dead_letter_raw_bytes: usize,
     /// Characters of ticket text a prompt carries (as the tier worker's `prompt_chars`).
@@ -80,8 +78,6 @@ impl Default for IngestPolicy {
             deadlines: DeadlinePolicy::default(),
             coalesce_window: Duration::from_secs(15 * 60),
             coalesce_hold: Duration::from_secs(5 * 60),
-            technician_max_output: Tokens(300),
-            customer_max_output: Tokens(200),
             dead_letter_raw_bytes: 64 * 1024,
             prompt_chars: crate::summarize::SummarizeSettings::default().prompt_chars,
         }
@@ -454,19 +450,17 @@ pub fn prepare(
     snapshot.routing_basis = Some(routed.basis);
     let t = &snapshot.ticket;
 
-    let summary = Summary {
+    let of = SummaryOf {
         ticket: t.id.clone(),
         number: t.number.clone(),
         version: t.version,
         kind: SummaryKind::Technician,
-        text: extractive::technician_from(&snapshot, &log, log_alarms),
-        tier: Tier::Extractive,
-        model: EXTRACTIVE_MODEL.to_owned(),
-        degraded: false,
-        tokens_used: Tokens::ZERO,
         created_at: now,
-        prompt_version: None,
-        input: serde_json::json!({
+    };
+    let summary = Summary::instant(
+        of,
+        extractive::technician_from(&snapshot, &log, log_alarms),
+        serde_json::json!({
             "bounding": snapshot.bounding,
             "classification": {
                 "probabilities": snapshot.prediction.probabilities,
@@ -478,21 +472,21 @@ pub fn prepare(
                 "customer_impact": snapshot.prediction.customer_impact,
             },
         }),
-    };
+    );
 
     let closed = t.is_closed();
     let mut kinds = Vec::with_capacity(2);
     if !closed {
-        kinds.push((SummaryKind::Technician, policy.technician_max_output));
+        kinds.push(SummaryKind::Technician);
     }
     if snapshot.customer_impacting {
-        kinds.push((SummaryKind::Customer, policy.customer_max_output));
+        kinds.push(SummaryKind::Customer);
     }
     let coalesce_key = coalesce_key(t, policy.coalesce_window, now);
     // Every queued kind has a deadline; one without would never be queued.
     let jobs = kinds
         .into_iter()
-        .filter_map(|(kind, max_output)| {
+        .filter_map(|kind| {
             let choice = policy.tiers.choice(kind, &routed);
             let rank = routed.queue_rank(kind);
             Some(Job {
@@ -510,7 +504,7 @@ pub fn prepare(
                     &prompts::ticket_text_for(kind, &snapshot, policy.prompt_chars),
                     kind,
                 ),
-                max_output_tokens: max_output,
+                max_output_tokens: prompts::current(kind).max_output(),
                 enqueued_at: now,
                 deadline: policy.deadlines.deadline(now, routing, kind)?,
                 hold_until: coalesce_key

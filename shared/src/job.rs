@@ -164,7 +164,8 @@ pub struct Job {
     pub llm: LlmUse,
     /// Upper bound of the prompt's tokens, as the governor will charge it.
     pub prompt_tokens: Tokens,
-    /// The `max_tokens` the call will set; charged in full at admission, as Azure does.
+    /// The `max_tokens` the call will set (its kind's prompt template's); charged in full at
+    /// admission, as Azure does.
     pub max_output_tokens: Tokens,
     pub enqueued_at: EpochMillis,
     /// After this the job spills to the next tier.
@@ -184,10 +185,5 @@ impl Job {
     /// The severity the job is ordered by in its tier's queue.
     pub fn rank(&self) -> Severity {
         self.queue_rank.unwrap_or(self.severity)
-    }
-
-    /// What admission charges against the deployment's budget.
-    pub fn reservation(&self) -> Tokens {
-        self.prompt_tokens + self.max_output_tokens
     }
 }

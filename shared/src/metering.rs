@@ -41,6 +41,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::clock::EpochMillis;
+use crate::job::Job;
 use crate::llm::{ChatMessage, ChatRequest};
 use crate::tokens::Tokens;
 
@@ -102,6 +103,36 @@ pub fn text_charge_of_chars(chars: u64) -> Tokens {
 /// prompts stormgate sends (see the module docs).
 pub fn request_arrival_charge(request: &ChatRequest) -> Tokens {
     prompt_charge(&request.messages) + Tokens(u64::from(request.max_tokens))
+}
+
+/// What one LLM call over a group of jobs is charged at admission, computed once (by the
+/// dispatcher for the call it admits, carried to the tier worker in the hand-off): every
+/// job's prompt estimate (ingest's, an upper bound: the worker's prompt may bound a group's
+/// text further) plus the call's `max_tokens`, the largest its jobs carry.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallCost {
+    /// The prompts' charge. Absent from hand-offs queued by versions before it was carried
+    /// (read as zero): the worker charges an admitted call what it sends, not this.
+    #[serde(default)]
+    pub prompt_tokens: Tokens,
+    /// The call's `max_tokens`: charged in full, so the call must not ask for more.
+    pub max_output_tokens: Tokens,
+}
+
+impl CallCost {
+    /// The cost of one call serving `jobs`.
+    pub fn of_jobs<'a>(jobs: impl IntoIterator<Item = &'a Job>) -> CallCost {
+        jobs.into_iter()
+            .fold(CallCost::default(), |cost, job| CallCost {
+                prompt_tokens: cost.prompt_tokens + job.prompt_tokens,
+                max_output_tokens: cost.max_output_tokens.max(job.max_output_tokens),
+            })
+    }
+
+    /// What admission charges for the call.
+    pub fn total(self) -> Tokens {
+        self.prompt_tokens + self.max_output_tokens
+    }
 }
 
 /// How the simulated limiter reads Azure's documentation (see the module docs).

@@ -15,6 +15,7 @@ use std::fmt::Write as _;
 use crate::job::SummaryKind;
 use crate::llm::{ChatMessage, ChatRequest, Role};
 use crate::snapshot::TicketSnapshot;
+use crate::tokens::Tokens;
 
 /// One versioned prompt: fixed instructions and the output budget.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -88,6 +89,14 @@ names or IP addresses, no people's names.",
     max_tokens: 600,
     temperature: 0.2,
 };
+
+impl PromptTemplate {
+    /// The template's `max_tokens` as the governor charges it: the one place a call's
+    /// output bound is set.
+    pub fn max_output(&self) -> Tokens {
+        Tokens(u64::from(self.max_tokens))
+    }
+}
 
 /// The template each kind uses now.
 pub fn current(kind: SummaryKind) -> &'static PromptTemplate {

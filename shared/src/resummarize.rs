@@ -18,7 +18,7 @@ use crate::ingest::{IngestPolicy, prompt_token_estimate};
 use crate::job::{Job, JobId, LlmUse, SummaryKind, Tier};
 use crate::prompts;
 use crate::severity::Severity;
-use crate::snapshot::TicketSnapshot;
+use crate::snapshot::{SnapshotLoad, TicketSnapshot};
 use crate::store::{ResummarizeOutcome, Store, StoreError};
 use crate::ticket_id::TicketId;
 
@@ -54,12 +54,15 @@ pub async fn resummarize(
     ticket: &TicketId,
     now: EpochMillis,
 ) -> Result<ResummarizeReport, ResummarizeError> {
-    let (version, snapshot) = store
-        .ticket_snapshot(ticket)
-        .await?
-        .ok_or_else(|| ResummarizeError::UnknownTicket(ticket.clone()))?;
-    let snapshot: TicketSnapshot = serde_json::from_value(snapshot)
-        .map_err(|e| ResummarizeError::Unreadable(ticket.clone(), e.to_string()))?;
+    let (version, snapshot) = match store.load_snapshot(ticket, None).await? {
+        SnapshotLoad::Current { version, snapshot } => (version, *snapshot),
+        SnapshotLoad::Unreadable { reason, .. } => {
+            return Err(ResummarizeError::Unreadable(ticket.clone(), reason));
+        }
+        SnapshotLoad::Missing | SnapshotLoad::Superseded { .. } => {
+            return Err(ResummarizeError::UnknownTicket(ticket.clone()));
+        }
+    };
     let jobs = jobs_for(&snapshot, version, policy, now);
     let outcomes = store.resummarize(&jobs).await?;
     Ok(ResummarizeReport {
@@ -87,14 +90,14 @@ pub fn jobs_for(
     let t = &snapshot.ticket;
     let mut kinds = Vec::with_capacity(2);
     if !t.is_closed() {
-        kinds.push((SummaryKind::Technician, policy.technician_max_output));
+        kinds.push(SummaryKind::Technician);
     }
     if snapshot.customer_impacting {
-        kinds.push((SummaryKind::Customer, policy.customer_max_output));
+        kinds.push(SummaryKind::Customer);
     }
     kinds
         .into_iter()
-        .filter_map(|(kind, max_output)| {
+        .filter_map(|kind| {
             Some(Job {
                 id: JobId {
                     ticket: t.id.clone(),
@@ -112,7 +115,7 @@ pub fn jobs_for(
                     &prompts::ticket_text_for(kind, snapshot, policy.prompt_chars),
                     kind,
                 ),
-                max_output_tokens: max_output,
+                max_output_tokens: prompts::current(kind).max_output(),
                 enqueued_at: now,
                 deadline: policy.deadlines.deadline(now, Severity::P1, kind)?,
                 coalesce_key: None,

@@ -255,15 +255,30 @@ fn hint_spread<R: Rng + ?Sized>(policy: &RetryPolicy, hinted: Duration, rng: &mu
 pub trait RetryGate: Send + Sync + std::fmt::Debug {
     /// Asks to spend `cost` (estimated prompt + max_tokens) on `deployment` for a call sent now
     /// (a retry, or a call nobody held budget for).
-    async fn readmit(&self, deployment: &str, cost: Tokens, now: EpochMillis) -> Readmission;
+    async fn readmit(
+        &self,
+        deployment: &DeploymentName,
+        cost: Tokens,
+        now: EpochMillis,
+    ) -> Readmission;
     /// Asks to send, now, the call `held` was admitted for, charging `cost` (the request as
     /// sent): the call takes the hold's place in the windows at the instant it goes out.
     async fn send(&self, held: &Reservation, cost: Tokens, now: EpochMillis) -> Readmission;
     /// Asks to hold `cost` on `deployment` for a call that goes out later (a part of a prompt
     /// added after dispatch, say), as the dispatcher holds for a group: it takes no send slot.
-    async fn reserve(&self, deployment: &str, cost: Tokens, now: EpochMillis) -> Readmission;
+    async fn reserve(
+        &self,
+        deployment: &DeploymentName,
+        cost: Tokens,
+        now: EpochMillis,
+    ) -> Readmission;
     /// A 429 asked every instance to stay away from `deployment` for `retry_after`.
-    async fn report_throttle(&self, deployment: &str, retry_after: Duration, now: EpochMillis);
+    async fn report_throttle(
+        &self,
+        deployment: &DeploymentName,
+        retry_after: Duration,
+        now: EpochMillis,
+    );
     /// Settles an admitted reservation with what the limiter charged the call (zero when the
     /// service refused it before doing any work). `view` is what the deployment said
     /// it has left at `now`, which feeds the governor's view of the deployment.
@@ -292,36 +307,41 @@ pub enum Readmission {
 
 #[async_trait]
 impl RetryGate for Governor {
-    async fn readmit(&self, deployment: &str, cost: Tokens, now: EpochMillis) -> Readmission {
-        let Ok(name) = deployment.parse::<DeploymentName>() else {
-            return Readmission::Refused;
-        };
+    async fn readmit(
+        &self,
+        deployment: &DeploymentName,
+        cost: Tokens,
+        now: EpochMillis,
+    ) -> Readmission {
         readmission(
             deployment,
-            Governor::send(self, &name, cost, None, now).await,
+            Governor::send(self, deployment, cost, None, now).await,
         )
     }
 
-    async fn reserve(&self, deployment: &str, cost: Tokens, now: EpochMillis) -> Readmission {
-        let Ok(name) = deployment.parse::<DeploymentName>() else {
-            return Readmission::Refused;
-        };
-        readmission(deployment, self.admit(&name, cost, now).await)
+    async fn reserve(
+        &self,
+        deployment: &DeploymentName,
+        cost: Tokens,
+        now: EpochMillis,
+    ) -> Readmission {
+        readmission(deployment, self.admit(deployment, cost, now).await)
     }
 
     async fn send(&self, held: &Reservation, cost: Tokens, now: EpochMillis) -> Readmission {
-        let deployment = held.deployment.clone();
         readmission(
-            deployment.as_str(),
-            Governor::send(self, &deployment, cost, Some(held), now).await,
+            &held.deployment,
+            Governor::send(self, &held.deployment, cost, Some(held), now).await,
         )
     }
 
-    async fn report_throttle(&self, deployment: &str, retry_after: Duration, now: EpochMillis) {
-        let Ok(name) = deployment.parse::<DeploymentName>() else {
-            return;
-        };
-        if let Err(error) = Governor::report_throttle(self, &name, retry_after, now).await {
+    async fn report_throttle(
+        &self,
+        deployment: &DeploymentName,
+        retry_after: Duration,
+        now: EpochMillis,
+    ) {
+        if let Err(error) = Governor::report_throttle(self, deployment, retry_after, now).await {
             tracing::warn!(%deployment, %error, "could not record a 429 cooldown");
         }
     }
@@ -375,6 +395,9 @@ pub struct RetryEnv<'a> {
     pub gate: &'a dyn RetryGate,
     pub clock: &'a dyn Clock,
     pub policy: &'a RetryPolicy,
+    /// The deployment every call goes to: what each attempt is admitted on and each 429
+    /// cools down. Typed, so a throttle can never be dropped for a name that does not parse.
+    pub deployment: &'a DeploymentName,
     /// No call starts and no wait ends after this instant.
     pub deadline: EpochMillis,
 }
@@ -411,7 +434,7 @@ pub async fn complete_with_retry<R: Rng + Send + ?Sized>(
     };
     let first = match admitted {
         Some(held) => send_held(env, held, first_charge, rng).await,
-        None => readmit(env, &request.deployment, first_charge, rng).await,
+        None => readmit(env, first_charge, rng).await,
     };
     let mut reservation = match first {
         Ok(r) => r,
@@ -469,7 +492,7 @@ pub async fn complete_with_retry<R: Rng + Send + ?Sized>(
         let (wait, next_request) = match decision {
             Decision::GiveUp { reason, cooldown } => {
                 if let Some(c) = cooldown {
-                    report_throttle(env, &request.deployment, c, now).await;
+                    report_throttle(env, c, now).await;
                 }
                 let reason = match (reason, cooldown) {
                     (GiveUp::DeploymentDown { .. }, Some(c)) => {
@@ -486,7 +509,7 @@ pub async fn complete_with_retry<R: Rng + Send + ?Sized>(
             Decision::ShortenPrompt => (Duration::ZERO, shorter),
             Decision::Retry { wait, cooldown } => {
                 if let Some(c) = cooldown {
-                    report_throttle(env, &request.deployment, c, now).await;
+                    report_throttle(env, c, now).await;
                 }
                 (wait, None)
             }
@@ -503,7 +526,7 @@ pub async fn complete_with_retry<R: Rng + Send + ?Sized>(
         if let Some(next) = next_request {
             request = next;
         }
-        reservation = match readmit(env, &request.deployment, charge(&request), rng).await {
+        reservation = match readmit(env, charge(&request), rng).await {
             Ok(r) => r,
             Err(reason) => {
                 return RetryOutcome {
@@ -517,7 +540,7 @@ pub async fn complete_with_retry<R: Rng + Send + ?Sized>(
 
 /// The governor's answer to a send as the retry layer reads it.
 fn readmission(
-    deployment: &str,
+    deployment: &DeploymentName,
     answer: Result<GovernorAdmission, crate::governor::GovernorError>,
 ) -> Readmission {
     match answer {
@@ -534,11 +557,11 @@ fn readmission(
 }
 
 /// Tells every instance to stay away from `deployment` (a cooldown, or down).
-async fn report_throttle(env: RetryEnv<'_>, deployment: &str, wait: Duration, now: EpochMillis) {
+async fn report_throttle(env: RetryEnv<'_>, wait: Duration, now: EpochMillis) {
     if fault_switches::is_off(Mechanism::FleetCooldown) {
         return;
     }
-    env.gate.report_throttle(deployment, wait, now).await;
+    env.gate.report_throttle(env.deployment, wait, now).await;
 }
 
 /// Waits until the governor admits the call, within the deadline and a bounded
@@ -550,12 +573,15 @@ async fn report_throttle(env: RetryEnv<'_>, deployment: &str, wait: Duration, no
 /// a synchronized wave that meets the next 429 together.
 async fn readmit<R: Rng + Send + ?Sized>(
     env: RetryEnv<'_>,
-    deployment: &str,
     cost: Tokens,
     rng: &mut R,
 ) -> Result<Reservation, GiveUp> {
     for _ in 0..=env.policy.max_admission_waits {
-        match env.gate.readmit(deployment, cost, env.clock.now()).await {
+        match env
+            .gate
+            .readmit(env.deployment, cost, env.clock.now())
+            .await
+        {
             Readmission::Admitted(reservation) => return Ok(reservation),
             Readmission::Refused => return Err(GiveUp::NotReadmitted),
             Readmission::Down { until } => return Err(GiveUp::DeploymentDown { until }),
@@ -706,7 +732,7 @@ mod tests {
 
     #[async_trait]
     impl RetryGate for RecordingGate {
-        async fn readmit(&self, _: &str, cost: Tokens, now: EpochMillis) -> Readmission {
+        async fn readmit(&self, _: &DeploymentName, cost: Tokens, now: EpochMillis) -> Readmission {
             *self.readmits.lock().unwrap() += 1;
             self.answer
                 .lock()
@@ -718,10 +744,15 @@ mod tests {
             self.sends.lock().unwrap().push(held.tokens);
             Readmission::Admitted(reservation(cost, now))
         }
-        async fn reserve(&self, _: &str, cost: Tokens, now: EpochMillis) -> Readmission {
+        async fn reserve(&self, _: &DeploymentName, cost: Tokens, now: EpochMillis) -> Readmission {
             Readmission::Admitted(reservation(cost, now))
         }
-        async fn report_throttle(&self, _: &str, retry_after: Duration, now: EpochMillis) {
+        async fn report_throttle(
+            &self,
+            _: &DeploymentName,
+            retry_after: Duration,
+            now: EpochMillis,
+        ) {
             self.cooldowns.lock().unwrap().push(now.plus(retry_after));
         }
 
@@ -790,6 +821,7 @@ mod tests {
         admission: RecordingGate,
         clock: ManualClock,
         policy: RetryPolicy,
+        deployment: DeploymentName,
     }
 
     impl Rig {
@@ -799,6 +831,7 @@ mod tests {
                 admission: RecordingGate::default(),
                 clock: ManualClock::starting_at(EpochMillis(1_000_000)),
                 policy: RetryPolicy::default(),
+                deployment: "premium".parse().unwrap(),
             }
         }
 
@@ -808,6 +841,7 @@ mod tests {
                 gate: &self.admission,
                 clock: &self.clock,
                 policy: &self.policy,
+                deployment: &self.deployment,
                 deadline: self.clock.now().plus(deadline_in),
             }
         }
@@ -1102,7 +1136,8 @@ mod tests {
         let clock = ManualClock::starting_at(EpochMillis(1_000_000));
         let policy = RetryPolicy::default();
         let start = clock.now();
-        let first = governor.readmit("premium", Tokens(300), start).await;
+        let premium: DeploymentName = "premium".parse().unwrap();
+        let first = governor.readmit(&premium, Tokens(300), start).await;
         let Readmission::Admitted(first) = first else {
             panic!("an idle deployment admits: {first:?}");
         };
@@ -1117,6 +1152,7 @@ mod tests {
             gate: &governor,
             clock: &clock,
             policy: &last_try,
+            deployment: &premium,
             deadline: start.plus(Duration::from_secs(120)),
         };
         let mut rng = SmallRng::seed_from_u64(1);
@@ -1142,6 +1178,7 @@ mod tests {
             gate: &governor,
             clock: &clock,
             policy: &policy,
+            deployment: &premium,
             deadline: start.plus(Duration::from_secs(120)),
         };
         let outcome_b =

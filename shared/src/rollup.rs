@@ -19,18 +19,17 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::clock::Clock;
-use crate::job::{SummaryKind, Tier};
+use crate::job::SummaryKind;
 use crate::llm::LlmClient;
 use crate::metering;
 use crate::prompts;
 use crate::retry::{RetryEnv, RetryGate, RetryPolicy, complete_with_retry};
 use crate::severity::Severity;
-use crate::snapshot::TicketSnapshot;
+use crate::snapshot::{SnapshotLoad, TicketSnapshot};
 use crate::store::{Store, StoreError};
 use crate::summarize::Deployment;
-use crate::summary::{EXTRACTIVE_MODEL, Summary};
+use crate::summary::{Summary, SummaryOf};
 use crate::ticket_id::TicketId;
-use crate::tokens::Tokens;
 
 /// Major outages listed per roll-up, most severe first.
 const MAJOR_OUTAGES_LISTED: usize = 8;
@@ -187,15 +186,13 @@ impl RollupWorker<'_> {
         let previous = self.store.summary(&key, SummaryKind::Rollup).await?;
         let mut loaded = Vec::with_capacity(tickets.len());
         for id in tickets {
-            let Some((_, snapshot)) = self.store.ticket_snapshot(id).await? else {
-                continue;
-            };
-            let snapshot = match serde_json::from_value::<TicketSnapshot>(snapshot) {
-                Ok(s) => s,
-                Err(error) => {
-                    tracing::error!(ticket = %id, %error, "unreadable snapshot left out of the roll-up");
+            let snapshot = match self.store.load_snapshot(id, None).await? {
+                SnapshotLoad::Current { snapshot, .. } => *snapshot,
+                SnapshotLoad::Unreadable { reason, .. } => {
+                    tracing::error!(ticket = %id, error = %reason, "unreadable snapshot left out of the roll-up");
                     continue;
                 }
+                SnapshotLoad::Missing | SnapshotLoad::Superseded { .. } => continue,
             };
             let summary = self.store.summary(id, SummaryKind::Technician).await?;
             loaded.push((snapshot, summary));
@@ -209,7 +206,7 @@ impl RollupWorker<'_> {
             .collect();
         let request = prompts::rollup_request(
             template,
-            &self.deployment.name,
+            self.deployment.name.as_str(),
             region,
             &facts.as_prompt_facts(),
             &summaries,
@@ -227,51 +224,39 @@ impl RollupWorker<'_> {
             gate: self.gate,
             clock: self.clock,
             policy: &self.retry,
+            deployment: &self.deployment.name,
             deadline: self.clock.now().plus(self.admission_wait),
         };
         let retried = complete_with_retry(env, request, None, cost, None, &mut rng).await;
         let now = self.clock.now();
-        let (text, tier, model, degraded, tokens, prompt_version) = match retried.result {
-            Ok(c) => (
-                c.text.trim().to_owned(),
-                self.deployment.tier,
-                c.model,
-                false,
-                c.usage.total(),
-                Some(template.id.to_owned()),
-            ),
-            Err(reason) => {
-                tracing::info!(%region, ?reason, "regional roll-up falls back to extractive");
-                (
-                    facts.extractive(),
-                    Tier::Extractive,
-                    EXTRACTIVE_MODEL.to_owned(),
-                    true,
-                    Tokens::ZERO,
-                    None,
-                )
-            }
-        };
-        let summary = Summary {
+        let of = SummaryOf {
             ticket: key,
             number: region.to_owned(),
             version: now.as_millis(),
             kind: SummaryKind::Rollup,
-            text,
-            tier,
-            model,
-            degraded,
-            tokens_used: tokens,
             created_at: now,
-            prompt_version,
-            input: serde_json::json!({
-                "region": region,
-                "open": facts.open,
-                "by_severity": facts.by_severity,
-                "by_state": facts.by_state,
-                "trend": facts.trend(),
-            }),
         };
+        let summary = match retried.result {
+            Ok(c) => Summary::llm(
+                of,
+                c.text.trim().to_owned(),
+                self.deployment.tier,
+                &c.model,
+                c.usage.total(),
+                template.id,
+            ),
+            Err(reason) => {
+                tracing::info!(%region, ?reason, "regional roll-up falls back to extractive");
+                Summary::fallback(of, facts.extractive())
+            }
+        }
+        .with_input(serde_json::json!({
+            "region": region,
+            "open": facts.open,
+            "by_severity": facts.by_severity,
+            "by_state": facts.by_state,
+            "trend": facts.trend(),
+        }));
         self.store.put_summary(&summary).await?;
         Ok(RollupOutcome {
             summary,
@@ -290,6 +275,7 @@ mod tests {
     use super::*;
     use crate::clock::{EpochMillis, ManualClock};
     use crate::governor::{DeploymentBudget, Governor, GovernorPolicy, MemoryLedger};
+    use crate::job::Tier;
     use crate::llm::{ChatRequest, Completion, LlmError, RateLimitView, Usage};
     use crate::store::IngestRecord;
     use crate::store::memory::MemoryStore;
@@ -361,7 +347,7 @@ mod tests {
             clock,
             deployment: Deployment {
                 tier: Tier::Standard,
-                name: "standard".into(),
+                name: "standard".parse().unwrap(),
                 model: "gpt-4o-mini".into(),
             },
             admission_wait: Duration::from_secs(20),

@@ -277,10 +277,7 @@ async fn read(store: &dyn Store, id: &JobId) -> Result<Reading, StoreError> {
         return Ok(Reading::Superseded);
     }
     let snapshot = match id.kind {
-        SummaryKind::Customer => match store.ticket_snapshot(&id.ticket).await? {
-            Some((_, value)) => serde_json::from_value(value).ok(),
-            None => None,
-        },
+        SummaryKind::Customer => store.load_snapshot(&id.ticket, None).await?.current(),
         SummaryKind::Technician | SummaryKind::Rollup => None,
     };
     Ok(Reading::Delivered(Box::new(Settled { summary, snapshot })))

@@ -15,6 +15,56 @@ use crate::log_bounding::{BoundedLog, BoundingReport};
 use crate::scrubber::ScrubContext;
 use crate::severity::Severity;
 
+/// A ticket's stored snapshot as a job, or a reader, finds it: the one judgement every
+/// caller of [`crate::store::Store::load_snapshot`] acts on.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SnapshotLoad {
+    /// The latest snapshot, of `version` (for a job: its own version or an older one).
+    Current {
+        version: u64,
+        snapshot: Box<TicketSnapshot>,
+    },
+    /// A newer version than the job's is stored (`stored`): the job's work is moot.
+    Superseded { stored: u64 },
+    /// Stored, but not in a form this code reads; `reason` says why.
+    Unreadable { version: u64, reason: String },
+    /// No snapshot is stored: never accepted, or purged.
+    Missing,
+}
+
+impl SnapshotLoad {
+    /// Judges what the store holds (`stored`: the latest version and its JSON) against the
+    /// version a job is for; `None` when the latest is wanted whatever it is.
+    pub fn judge(stored: Option<(u64, serde_json::Value)>, job_version: Option<u64>) -> Self {
+        let Some((version, value)) = stored else {
+            return SnapshotLoad::Missing;
+        };
+        if job_version.is_some_and(|job| version > job) {
+            return SnapshotLoad::Superseded { stored: version };
+        }
+        match serde_json::from_value::<TicketSnapshot>(value) {
+            Ok(snapshot) => SnapshotLoad::Current {
+                version,
+                snapshot: Box::new(snapshot),
+            },
+            Err(error) => SnapshotLoad::Unreadable {
+                version,
+                reason: error.to_string(),
+            },
+        }
+    }
+
+    /// The snapshot, when it is current.
+    pub fn current(self) -> Option<TicketSnapshot> {
+        match self {
+            SnapshotLoad::Current { snapshot, .. } => Some(*snapshot),
+            SnapshotLoad::Superseded { .. }
+            | SnapshotLoad::Unreadable { .. }
+            | SnapshotLoad::Missing => None,
+        }
+    }
+}
+
 /// Journal entries kept in a snapshot (the most recent ones).
 pub const KEPT_JOURNAL_ENTRIES: usize = 20;
 /// Bytes of journal text kept in a snapshot, newest entries first.
@@ -147,4 +197,32 @@ pub(crate) fn snapshot_of_event(json: &serde_json::Value) -> TicketSnapshot {
         .predict(&input);
     let routing = crate::routing::route_ticket(ticket.severity, &prediction, &input).severity;
     TicketSnapshot::new(ticket, &log, prediction, routing, EpochMillis(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stored_snapshot_is_judged_once_against_the_jobs_version() {
+        let snapshot = snapshot_of_event(&crate::summarize::tests::event(1, 3, "1", "2"));
+        let value = serde_json::to_value(&snapshot).unwrap();
+        assert_eq!(SnapshotLoad::judge(None, Some(3)), SnapshotLoad::Missing);
+        assert_eq!(
+            SnapshotLoad::judge(Some((4, value.clone())), Some(3)),
+            SnapshotLoad::Superseded { stored: 4 }
+        );
+        let current = SnapshotLoad::judge(Some((3, value.clone())), Some(3));
+        assert_eq!(current.current(), Some(snapshot.clone()));
+        assert_eq!(
+            SnapshotLoad::judge(Some((4, value)), None).current(),
+            Some(snapshot),
+            "without a job's version the latest is current"
+        );
+        let unreadable = SnapshotLoad::judge(Some((3, serde_json::json!({"number": 7}))), Some(3));
+        assert!(
+            matches!(&unreadable, SnapshotLoad::Unreadable { version: 3, reason } if !reason.is_empty()),
+            "{unreadable:?}"
+        );
+    }
 }

@@ -38,10 +38,10 @@ use crate::clock::{Clock, EpochMillis};
 use crate::dispatcher::AdmittedGroup;
 use crate::extractive;
 use crate::fault_switches::{self, Mechanism};
-use crate::governor::Reservation;
+use crate::governor::{DeploymentName, Reservation};
 use crate::job::{JobId, SummaryKind, Tier};
 use crate::llm::{ChatRequest, LlmClient, RateLimitView, Usage};
-use crate::metering;
+use crate::metering::{self, CallCost};
 use crate::prompts::{self, TicketText};
 use crate::related_context::RelatedContext;
 use crate::retry::{
@@ -49,9 +49,9 @@ use crate::retry::{
 };
 use crate::scrubber::{ScrubContext, scrub};
 use crate::sinks::Sinks;
-use crate::snapshot::TicketSnapshot;
+use crate::snapshot::{SnapshotLoad, TicketSnapshot};
 use crate::store::{CallClaim, Lease, LeasedGroup, Store, StoreError};
-use crate::summary::{EXTRACTIVE_MODEL, PutOutcome, Summary};
+use crate::summary::{PutOutcome, Summary, SummaryOf};
 use crate::tokens::Tokens;
 
 /// Technician summaries are five sentences at most.
@@ -66,8 +66,8 @@ pub const DEFAULT_CALL_CLAIM: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Deployment {
     pub tier: Tier,
-    /// The Azure OpenAI deployment name.
-    pub name: String,
+    /// The Azure OpenAI deployment name: what calls go to, are admitted on and cool down.
+    pub name: DeploymentName,
     /// The model behind it, recorded with each summary.
     pub model: String,
 }
@@ -196,32 +196,34 @@ impl TierWorker<'_> {
         self.summarize_capped(
             &group.leases,
             Some(group.reservation.clone()),
-            Some(group.max_output_tokens),
+            Some(group.cost),
         )
         .await
     }
 
+    /// `admitted_cost` is what dispatch admitted the call for (its output bound caps the
+    /// call's `max_tokens`); without it each kind's call costs what its jobs carry.
     async fn summarize_capped(
         &self,
         group: &LeasedGroup,
         reservation: Option<Reservation>,
-        max_output: Option<Tokens>,
+        admitted_cost: Option<CallCost>,
     ) -> Result<SummarizeOutcome, StoreError> {
         let mut outcome = SummarizeOutcome::default();
         let mut by_kind: BTreeMap<SummaryKind, Vec<Item<'_>>> = BTreeMap::new();
         for lease in group {
             match self.load(lease).await? {
-                Loaded::Current(snapshot) => {
+                SnapshotLoad::Current { snapshot, .. } => {
                     by_kind.entry(lease.job.id.kind).or_default().push(Item {
                         lease,
                         snapshot: *snapshot,
                     })
                 }
-                Loaded::Superseded => {
+                SnapshotLoad::Superseded { .. } => {
                     outcome.superseded += 1;
                     self.ack(lease, &mut outcome).await?;
                 }
-                Loaded::Unreadable => {
+                SnapshotLoad::Unreadable { .. } | SnapshotLoad::Missing => {
                     outcome.unreadable += 1;
                     self.ack(lease, &mut outcome).await?;
                 }
@@ -245,7 +247,10 @@ impl TierWorker<'_> {
                 }
                 continue;
             }
-            self.summarize_kind(kind, &items, reservation, max_output, &mut outcome)
+            let cost = admitted_cost
+                .unwrap_or_else(|| CallCost::of_jobs(items.iter().map(|i| &i.lease.job)));
+            let max_output = admitted_cost.map(|c| c.max_output_tokens);
+            self.summarize_kind(kind, &items, reservation, cost, max_output, &mut outcome)
                 .await?;
             let ids: Vec<JobId> = items.iter().map(|i| i.lease.job.id.clone()).collect();
             self.store.release_calls(&ids, &self.holder).await?;
@@ -289,22 +294,22 @@ impl TierWorker<'_> {
     }
 
     /// The ticket version a job summarizes.
-    async fn load(&self, lease: &Lease) -> Result<Loaded, StoreError> {
-        let Some((version, snapshot)) = self.store.ticket_snapshot(&lease.job.id.ticket).await?
-        else {
-            tracing::error!(job = %lease.job.id, "no ticket snapshot for a leased job");
-            return Ok(Loaded::Unreadable);
-        };
-        if version > lease.job.id.version {
-            return Ok(Loaded::Superseded);
-        }
-        match serde_json::from_value::<TicketSnapshot>(snapshot) {
-            Ok(snapshot) => Ok(Loaded::Current(Box::new(snapshot))),
-            Err(error) => {
-                tracing::error!(job = %lease.job.id, %error, "unreadable ticket snapshot");
-                Ok(Loaded::Unreadable)
+    async fn load(&self, lease: &Lease) -> Result<SnapshotLoad, StoreError> {
+        let id = &lease.job.id;
+        let load = self
+            .store
+            .load_snapshot(&id.ticket, Some(id.version))
+            .await?;
+        match &load {
+            SnapshotLoad::Missing => {
+                tracing::error!(job = %id, "no ticket snapshot for a leased job");
             }
+            SnapshotLoad::Unreadable { reason, .. } => {
+                tracing::error!(job = %id, error = %reason, "unreadable ticket snapshot");
+            }
+            SnapshotLoad::Current { .. } | SnapshotLoad::Superseded { .. } => {}
         }
+        Ok(load)
     }
 
     async fn summarize_kind(
@@ -312,6 +317,7 @@ impl TierWorker<'_> {
         kind: SummaryKind,
         items: &[Item<'_>],
         reservation: Option<Reservation>,
+        cost: CallCost,
         max_output: Option<Tokens>,
         outcome: &mut SummarizeOutcome,
     ) -> Result<(), StoreError> {
@@ -327,14 +333,8 @@ impl TierWorker<'_> {
             SummaryKind::Technician => self.related_excerpt(items, reservation.is_some()).await,
             SummaryKind::Customer | SummaryKind::Rollup => None,
         };
-        // What a call costs at admission: every ticket's prompt plus max_tokens, plus
-        // the related excerpt when one goes with it.
-        let cost = items
-            .iter()
-            .map(|i| i.lease.job.prompt_tokens)
-            .sum::<Tokens>()
-            + Tokens(u64::from(template.max_tokens))
-            + related.as_ref().map_or(Tokens::ZERO, |r| r.tokens);
+        // What a call costs at admission, plus the related excerpt when one goes with it.
+        let cost = cost.total() + related.as_ref().map_or(Tokens::ZERO, |r| r.tokens);
         let per_ticket = self.settings.prompt_chars / items.len().max(1);
         let prompt_version = match &related {
             Some(_) => prompts::TECHNICIAN_RELATED_V1.id,
@@ -342,7 +342,7 @@ impl TierWorker<'_> {
         };
         let request = cap(match &related {
             Some(excerpt) => prompts::technician_request_with_related(
-                &self.deployment.name,
+                self.deployment.name.as_str(),
                 &self.ticket_texts(kind, items, per_ticket),
                 &excerpt.text,
             ),
@@ -360,6 +360,7 @@ impl TierWorker<'_> {
             gate: self.gate,
             clock: self.clock,
             policy: &self.settings.retry,
+            deployment: &self.deployment.name,
             deadline: self.deadline(items),
         };
         let retried =
@@ -396,21 +397,19 @@ impl TierWorker<'_> {
                 Ok(completion) => {
                     let text = fan_out(kind, &completion.text, item, items.len(), &scrub_context);
                     let share = Tokens(completion.usage.total().get() / items.len() as u64);
-                    let summary = self.summary(item, kind, text, &completion.model, false, share);
-                    let summary = Summary {
-                        prompt_version: Some(prompt_version.to_owned()),
-                        ..summary
-                    };
+                    let summary = Summary::llm(
+                        self.summary_of(item),
+                        text,
+                        self.deployment.tier,
+                        &completion.model,
+                        share,
+                        prompt_version,
+                    );
                     (summary, SummarySource::Llm)
                 }
                 Err(reason) => {
                     let text = fallback_text(kind, item, &scrub_context);
-                    let summary =
-                        self.summary(item, kind, text, EXTRACTIVE_MODEL, true, Tokens::ZERO);
-                    let summary = Summary {
-                        tier: Tier::Extractive,
-                        ..summary
-                    };
+                    let summary = Summary::fallback(self.summary_of(item), text);
                     (
                         summary,
                         SummarySource::Extractive {
@@ -427,7 +426,7 @@ impl TierWorker<'_> {
     fn request(&self, kind: SummaryKind, items: &[Item<'_>], per_ticket: usize) -> ChatRequest {
         prompts::ticket_request(
             prompts::current(kind),
-            &self.deployment.name,
+            self.deployment.name.as_str(),
             &self.ticket_texts(kind, items, per_ticket),
         )
     }
@@ -506,30 +505,10 @@ impl TierWorker<'_> {
             .unwrap_or_else(|| self.clock.now())
     }
 
-    fn summary(
-        &self,
-        item: &Item<'_>,
-        kind: SummaryKind,
-        text: String,
-        model: &str,
-        degraded: bool,
-        tokens_used: Tokens,
-    ) -> Summary {
+    /// What the item's summary is of, written now.
+    fn summary_of(&self, item: &Item<'_>) -> SummaryOf {
         let id: &JobId = &item.lease.job.id;
-        Summary {
-            ticket: id.ticket.clone(),
-            number: item.snapshot.ticket.number.clone(),
-            version: id.version,
-            kind,
-            text,
-            tier: self.deployment.tier,
-            model: model.to_owned(),
-            degraded,
-            tokens_used,
-            created_at: self.clock.now(),
-            prompt_version: None,
-            input: serde_json::Value::Null,
-        }
+        SummaryOf::job(id, &item.snapshot.ticket.number, self.clock.now())
     }
 
     async fn store_summary(
@@ -562,12 +541,6 @@ impl TierWorker<'_> {
         }
         Ok(())
     }
-}
-
-enum Loaded {
-    Current(Box<TicketSnapshot>),
-    Superseded,
-    Unreadable,
 }
 
 /// The group answer as this ticket's summary.
@@ -768,12 +741,20 @@ pub(crate) mod tests {
                 governor: Governor::new(
                     Arc::new(MemoryLedger::new()),
                     GovernorPolicy::default(),
-                    [DeploymentBudget {
-                        tier: Tier::Premium,
-                        deployment: "premium".parse().unwrap(),
-                        tpm: 100_000,
-                        rpm: 600,
-                    }],
+                    [
+                        DeploymentBudget {
+                            tier: Tier::Premium,
+                            deployment: "premium".parse().unwrap(),
+                            tpm: 100_000,
+                            rpm: 600,
+                        },
+                        DeploymentBudget {
+                            tier: Tier::Standard,
+                            deployment: "standard".parse().unwrap(),
+                            tpm: 100_000,
+                            rpm: 600,
+                        },
+                    ],
                 ),
                 clock: ManualClock::starting_at(T0),
             }
@@ -787,7 +768,7 @@ pub(crate) mod tests {
                 clock: &self.clock,
                 deployment: Deployment {
                     tier: Tier::Premium,
-                    name: "premium".into(),
+                    name: "premium".parse().unwrap(),
                     model: "gpt-4o".into(),
                 },
                 settings: SummarizeSettings::default(),
@@ -902,7 +883,7 @@ pub(crate) mod tests {
             .expect("a job never ends without a summary");
         assert!(stored.degraded);
         assert_eq!(stored.tier, Tier::Extractive);
-        assert_eq!(stored.model, EXTRACTIVE_MODEL);
+        assert_eq!(stored.model, crate::summary::EXTRACTIVE_MODEL);
         assert!(!stored.text.contains("Jane") && !stored.text.contains("ams-agg"));
         assert_eq!(outcome.acked, 1);
         assert!(matches!(
@@ -1038,7 +1019,7 @@ pub(crate) mod tests {
         let leases = rig.lease().await;
         let crate::retry::Readmission::Admitted(reservation) = crate::retry::RetryGate::reserve(
             &rig.governor,
-            "premium",
+            &"premium".parse().unwrap(),
             Tokens(700),
             rig.clock.now(),
         )
@@ -1051,7 +1032,10 @@ pub(crate) mod tests {
             kind: SummaryKind::Technician,
             leases,
             reservation,
-            max_output_tokens: Tokens(120),
+            cost: CallCost {
+                prompt_tokens: Tokens(580),
+                max_output_tokens: Tokens(120),
+            },
         };
         let llm = client(vec![answer("Fibre cut at site 8.")]);
         let outcome = rig.worker(&llm).summarize_admitted(&group).await.unwrap();
@@ -1065,7 +1049,7 @@ pub(crate) mod tests {
     async fn handoff(rig: &Rig, leases: LeasedGroup) -> AdmittedGroup {
         let crate::retry::Readmission::Admitted(reservation) = crate::retry::RetryGate::readmit(
             &rig.governor,
-            "premium",
+            &"premium".parse().unwrap(),
             Tokens(2_000),
             rig.clock.now(),
         )
@@ -1078,7 +1062,74 @@ pub(crate) mod tests {
             kind: SummaryKind::Technician,
             leases,
             reservation,
-            max_output_tokens: Tokens(200),
+            cost: CallCost {
+                prompt_tokens: Tokens(1_800),
+                max_output_tokens: Tokens(200),
+            },
+        }
+    }
+
+    #[tokio::test]
+    async fn a_429_answered_to_the_worker_cools_its_deployment_down_for_every_instance() {
+        for (tier, name, other, n) in [
+            (Tier::Premium, "premium", "standard", 14),
+            (Tier::Standard, "standard", "premium", 15),
+        ] {
+            let rig = Rig::new(vec![record(
+                &event(n, 1, "1", "2"),
+                &[SummaryKind::Technician],
+            )])
+            .await;
+            let (name, other): (DeploymentName, DeploymentName) =
+                (name.parse().unwrap(), other.parse().unwrap());
+            let leases = rig.lease().await;
+            let crate::governor::Admission::Admitted(reservation) = rig
+                .governor
+                .admit(&name, Tokens(2_000), rig.clock.now())
+                .await
+                .unwrap()
+            else {
+                panic!("an idle deployment admits");
+            };
+            let group = AdmittedGroup {
+                tier,
+                kind: SummaryKind::Technician,
+                leases,
+                reservation,
+                cost: CallCost {
+                    prompt_tokens: Tokens(1_700),
+                    max_output_tokens: Tokens(300),
+                },
+            };
+            let throttled = Err(LlmError::RateLimited {
+                hint: crate::llm::ThrottleHint {
+                    wait: Some(Duration::from_secs(7)),
+                    source: crate::llm::HintSource::RetryAfter,
+                },
+                message: "exceeded token rate limit".into(),
+            });
+            let llm = client(vec![throttled]);
+            let mut worker = rig.worker(&llm);
+            worker.deployment = Deployment {
+                tier,
+                name: name.clone(),
+                model: "gpt-4o".into(),
+            };
+            // One attempt: the worker gives up at once, so the cooldown is still running.
+            worker.settings.retry.max_attempts = 1;
+            worker.summarize_admitted(&group).await.unwrap();
+            assert_eq!(llm.seen.lock().unwrap()[0].deployment, name.as_str());
+            let now = rig.clock.now();
+            let admission = rig.governor.admit(&name, Tokens(100), now).await.unwrap();
+            assert!(
+                matches!(admission, crate::governor::Admission::CoolingDown { .. }),
+                "{name}: {admission:?}"
+            );
+            let untouched = rig.governor.admit(&other, Tokens(100), now).await.unwrap();
+            assert!(
+                matches!(untouched, crate::governor::Admission::Admitted(_)),
+                "{other}: {untouched:?}"
+            );
         }
     }
 

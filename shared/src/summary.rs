@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::clock::EpochMillis;
-use crate::job::{SummaryKind, Tier};
+use crate::job::{JobId, SummaryKind, Tier};
 use crate::ticket_id::TicketId;
 use crate::tokens::Tokens;
 
@@ -32,6 +32,99 @@ pub struct Summary {
     /// What bounding did to the input log (bytes kept/dropped, collapsed repeats).
     #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
     pub input: serde_json::Value,
+}
+
+/// What every summary says of its subject: which ticket version (or region, for a roll-up)
+/// it summarizes, as what kind, and when it was written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SummaryOf {
+    pub ticket: TicketId,
+    /// The human ticket number (the region's name for a roll-up).
+    pub number: String,
+    pub version: u64,
+    pub kind: SummaryKind,
+    pub created_at: EpochMillis,
+}
+
+impl SummaryOf {
+    /// The summary a job owes, written at `created_at`.
+    pub fn job(id: &JobId, number: &str, created_at: EpochMillis) -> SummaryOf {
+        SummaryOf {
+            ticket: id.ticket.clone(),
+            number: number.to_owned(),
+            version: id.version,
+            kind: id.kind,
+            created_at,
+        }
+    }
+}
+
+/// The one way to make each kind of summary, so its tier, model, `degraded` flag and
+/// tokens always agree with its [`standing`].
+impl Summary {
+    /// The zero-token summary written the moment a ticket version is accepted (standing 0).
+    pub fn instant(of: SummaryOf, text: String, input: serde_json::Value) -> Summary {
+        Summary::extractive(of, text, false, input)
+    }
+
+    /// The zero-token summary standing in for an LLM summary that could not be had
+    /// (standing 1): `degraded` tells readers the LLM one of this version is not coming.
+    pub fn fallback(of: SummaryOf, text: String) -> Summary {
+        Summary::extractive(of, text, true, serde_json::Value::Null)
+    }
+
+    /// A summary written by `model` on `tier`'s deployment with `prompt_version`, which
+    /// used `tokens_used` of the call's tokens (standing 2).
+    pub fn llm(
+        of: SummaryOf,
+        text: String,
+        tier: Tier,
+        model: &str,
+        tokens_used: Tokens,
+        prompt_version: &str,
+    ) -> Summary {
+        Summary {
+            ticket: of.ticket,
+            number: of.number,
+            version: of.version,
+            kind: of.kind,
+            text,
+            tier,
+            model: model.to_owned(),
+            degraded: false,
+            tokens_used,
+            created_at: of.created_at,
+            prompt_version: Some(prompt_version.to_owned()),
+            input: serde_json::Value::Null,
+        }
+    }
+
+    /// The same summary, recording what it was written from.
+    pub fn with_input(self, input: serde_json::Value) -> Summary {
+        Summary { input, ..self }
+    }
+
+    fn extractive(
+        of: SummaryOf,
+        text: String,
+        degraded: bool,
+        input: serde_json::Value,
+    ) -> Summary {
+        Summary {
+            ticket: of.ticket,
+            number: of.number,
+            version: of.version,
+            kind: of.kind,
+            text,
+            tier: Tier::Extractive,
+            model: EXTRACTIVE_MODEL.to_owned(),
+            degraded,
+            tokens_used: Tokens::ZERO,
+            created_at: of.created_at,
+            prompt_version: None,
+            input,
+        }
+    }
 }
 
 /// How a summary write went.

@@ -148,7 +148,36 @@ async fn dispatcher_admits_in_severity_order() {
     assert!(out.spilled.is_empty());
     let g = &out.admitted[0];
     assert_eq!(g.reservation.tokens, Tokens(1_000));
-    assert_eq!(g.max_output_tokens, Tokens(300));
+    assert_eq!(g.cost.max_output_tokens, Tokens(300));
+    assert_eq!(
+        g.cost.total(),
+        g.reservation.tokens,
+        "admitted for its cost"
+    );
+    assert_eq!(g.deployment().as_str(), "gpt-4o");
+}
+
+/// The hand-off's queue message: a message an older version queued (no `prompt_tokens`,
+/// the output bound at top level) is still read, and a new one keeps that field where the
+/// older version reads it.
+#[tokio::test]
+async fn the_handoff_message_reads_what_older_versions_queued() {
+    let rig = rig(one_job_per_call());
+    rig.enqueue(&[job(1, Severity::P1, T0, LONG)]).await;
+    let out = rig.tick().await;
+    let group = &out.admitted[0];
+    let mut message = serde_json::to_value(group).unwrap();
+    assert_eq!(message["max_output_tokens"], 300);
+    assert_eq!(message["prompt_tokens"], 700);
+    message.as_object_mut().unwrap().remove("prompt_tokens");
+    let older: stormgate_shared::dispatcher::AdmittedGroup =
+        serde_json::from_value(message).unwrap();
+    assert_eq!(older.cost.max_output_tokens, group.cost.max_output_tokens);
+    assert_eq!(older.cost.prompt_tokens, Tokens::ZERO);
+    assert_eq!(
+        (&older.leases, &older.reservation),
+        (&group.leases, &group.reservation)
+    );
 }
 
 #[tokio::test]

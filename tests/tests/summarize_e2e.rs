@@ -118,7 +118,7 @@ impl Lab {
             clock: &self.clock,
             deployment: Deployment {
                 tier: Tier::Premium,
-                name: DEPLOYMENT.into(),
+                name: DEPLOYMENT.parse().unwrap(),
                 model: "gpt-4o".into(),
             },
             settings: SummarizeSettings {

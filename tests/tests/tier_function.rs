@@ -25,6 +25,7 @@ use stormgate_shared::dispatcher::AdmittedGroup;
 use stormgate_shared::governor::{DeploymentBudget, Governor, GovernorPolicy, MemoryLedger};
 use stormgate_shared::job::{SummaryKind, Tier};
 use stormgate_shared::lab::simulator::{DeploymentConfig, Latency, SimulatorConfig};
+use stormgate_shared::metering::CallCost;
 use stormgate_shared::retry::{Readmission, RetryGate};
 use stormgate_shared::store::{AgingPolicy, Store};
 use stormgate_shared::summarize::{Deployment, SummarizeSettings};
@@ -75,8 +76,13 @@ async fn a_handoff_is_summarized_acknowledged_and_notices_go_to_kafka() {
         .await
         .unwrap();
     assert_eq!(leases.len(), 3);
-    let Readmission::Admitted(reservation) =
-        RetryGate::reserve(&governor, "premium-sim", Tokens(3_000), T0).await
+    let Readmission::Admitted(reservation) = RetryGate::reserve(
+        &governor,
+        &"premium-sim".parse().unwrap(),
+        Tokens(3_000),
+        T0,
+    )
+    .await
     else {
         panic!("admitted");
     };
@@ -85,7 +91,10 @@ async fn a_handoff_is_summarized_acknowledged_and_notices_go_to_kafka() {
         kind: SummaryKind::Customer,
         leases,
         reservation,
-        max_output_tokens: Tokens(200),
+        cost: CallCost {
+            prompt_tokens: Tokens(2_800),
+            max_output_tokens: Tokens(200),
+        },
     };
 
     let client = AzureOpenAiClient::new(
@@ -100,7 +109,7 @@ async fn a_handoff_is_summarized_acknowledged_and_notices_go_to_kafka() {
     .unwrap();
     let deployment = |tier, name: &str| Deployment {
         tier,
-        name: name.into(),
+        name: name.parse().unwrap(),
         model: "gpt-4o".into(),
     };
     let mut state = AppState::new(

@@ -11,7 +11,7 @@ use serde_json::{Map, Value, json};
 use stormgate_shared::controls::actions::ticket_id;
 use stormgate_shared::job::SummaryKind;
 use stormgate_shared::routing_explanation::explain;
-use stormgate_shared::snapshot::TicketSnapshot;
+use stormgate_shared::snapshot::SnapshotLoad;
 use stormgate_shared::summary::Summary;
 
 use crate::error::ApiError;
@@ -34,15 +34,15 @@ pub async fn get(
     if kinds.is_empty() {
         return Err(ApiError::NotFound(format!("no summaries for ticket {id}")));
     }
-    let routing = match store.ticket_snapshot(&id).await? {
-        Some((_, snapshot)) => match serde_json::from_value::<TicketSnapshot>(snapshot) {
-            Ok(snapshot) => serde_json::to_value(explain(&snapshot, &state.ingest.tiers))?,
-            Err(error) => {
-                tracing::warn!(ticket = %id, %error, "unreadable snapshot: routing not explained");
-                Value::Null
-            }
-        },
-        None => Value::Null,
+    let routing = match store.load_snapshot(&id, None).await? {
+        SnapshotLoad::Current { snapshot, .. } => {
+            serde_json::to_value(explain(&snapshot, &state.ingest.tiers))?
+        }
+        SnapshotLoad::Unreadable { reason, .. } => {
+            tracing::warn!(ticket = %id, error = %reason, "unreadable snapshot: routing not explained");
+            Value::Null
+        }
+        SnapshotLoad::Missing | SnapshotLoad::Superseded { .. } => Value::Null,
     };
     Ok(Json(json!({
         "ticket": id.as_str(),

@@ -142,7 +142,7 @@ async fn summarize(
     .await;
     let notices = notices.record(store.as_ref(), &mut sinks).await;
     deliveries::finish(&state, store.as_ref(), &mut sinks).await;
-    signals::summarized(&state, tier, &deployment_name, &outcome, &sinks).await;
+    signals::summarized(&state, tier, deployment_name.as_str(), &outcome, &sinks).await;
 
     // What the calls cost at the tier's prices (STORMGATE_<TIER>_PRICE_*_PER_1M, written by the
     // Bicep from the same object as the deployment).

@@ -826,6 +826,14 @@ struct Product {
     seed: u64,
 }
 
+/// A scenario's deployment name, checked as the product's settings check it.
+fn deployment_name(name: &str) -> Result<DeploymentName, ReplayError> {
+    name.parse()
+        .map_err(|e: crate::governor::budget::DeploymentNameError| {
+            ReplayError::Setup(e.to_string())
+        })
+}
+
 async fn start_stormgate(
     vt: &Arc<VirtualTime>,
     scenario: &Scenario,
@@ -844,10 +852,7 @@ async fn start_stormgate(
     .map(|(tier, d)| {
         Ok(DeploymentBudget {
             tier,
-            deployment: d
-                .deployment
-                .parse::<DeploymentName>()
-                .map_err(|e| ReplayError::Setup(e.to_string()))?,
+            deployment: deployment_name(&d.deployment)?,
             tpm: d.tpm,
             rpm: d.requests_per_minute()?,
         })
@@ -866,12 +871,12 @@ async fn start_stormgate(
         clock: clock.clone(),
         premium: Deployment {
             tier: Tier::Premium,
-            name: scenario.premium.deployment.clone(),
+            name: deployment_name(&scenario.premium.deployment)?,
             model: scenario.premium.model.clone(),
         },
         standard: Deployment {
             tier: Tier::Standard,
-            name: scenario.standard.deployment.clone(),
+            name: deployment_name(&scenario.standard.deployment)?,
             model: scenario.standard.model.clone(),
         },
         seed: options.seed,

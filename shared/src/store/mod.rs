@@ -17,6 +17,7 @@ use crate::clock::EpochMillis;
 use crate::event::CdcHeaders;
 use crate::job::{Job, JobId, SummaryKind, Tier};
 use crate::severity::Severity;
+use crate::snapshot::SnapshotLoad;
 use crate::summary::{PutOutcome, Summary};
 use crate::ticket_id::TicketId;
 
@@ -330,11 +331,26 @@ pub trait Store: ConsoleStore + Send + Sync + std::fmt::Debug {
         records: &[IngestRecord],
     ) -> Result<Vec<Result<IngestOutcome, StoreError>>, StoreError>;
 
-    /// The latest snapshot stored for a ticket, with its version.
+    /// The latest snapshot stored for a ticket, with its version, as stored. Product code
+    /// reads it through [`Store::load_snapshot`].
     async fn ticket_snapshot(
         &self,
         ticket: &TicketId,
     ) -> Result<Option<(u64, serde_json::Value)>, StoreError>;
+
+    /// The latest snapshot of a ticket, decoded and judged against `job_version` (the version
+    /// a job is for; `None` for the latest, whatever it is): current, superseded, unreadable
+    /// or missing.
+    async fn load_snapshot(
+        &self,
+        ticket: &TicketId,
+        job_version: Option<u64>,
+    ) -> Result<SnapshotLoad, StoreError> {
+        Ok(SnapshotLoad::judge(
+            self.ticket_snapshot(ticket).await?,
+            job_version,
+        ))
+    }
 
     /// Queues jobs outside of ingest (roll-ups, re-submissions). Idempotent per job id:
     /// a job already pending or leased is left alone. The count newly queued.
