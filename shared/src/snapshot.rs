@@ -176,6 +176,34 @@ fn keep_recent_journal(log: &mut Vec<LogEntry>) {
     log.drain(..keep_from);
 }
 
+/// A ServiceNow incident event as Stream Connect publishes it, for unit tests.
+#[cfg(test)]
+pub(crate) fn test_event(n: u8, version: u64, priority: &str, state: &str) -> serde_json::Value {
+    serde_json::json!({
+        "sys_id": format!("{n:032x}"),
+        "number": format!("INC00100{n:02}"),
+        "sys_mod_count": version.to_string(),
+        "state": state,
+        "priority": priority,
+        "category": "network",
+        "subcategory": "fibre",
+        "cmdb_ci": format!("ams-agg-0{n}"),
+        "location": "Amsterdam DC2",
+        "u_region": "north",
+        "assignment_group": "NOC Tier 2",
+        "assigned_to": "Jane Roe",
+        "caller_id": "Pat Smith",
+        "parent_incident": "INC0009999",
+        "opened_at": "2027-01-15 08:00:00",
+        "sys_updated_on": "2027-01-15 08:30:00",
+        "short_description": format!("Site {n} down after fibre cut"),
+        "description": "Aggregation router lost both uplinks.",
+        "work_notes": format!("2027-01-15 08:20:00 - Wei Chen (Work notes)\nSplice crew dispatched to site {n}; BGP to 10.0.0.{n} down.\n\n"),
+        "u_alarm_log": format!("LINK DOWN ams-agg-0{n} xe-0/0/1\nLINK DOWN ams-agg-0{n} xe-0/0/1\nBGP peer 10.0.0.{n} down"),
+        "u_customers_affected": "1200"
+    })
+}
+
 /// A ticket event as ingest would store it, for unit tests of what reads snapshots.
 #[cfg(test)]
 pub(crate) fn snapshot_of_event(json: &serde_json::Value) -> TicketSnapshot {
@@ -205,7 +233,7 @@ mod tests {
 
     #[test]
     fn a_stored_snapshot_is_judged_once_against_the_jobs_version() {
-        let snapshot = snapshot_of_event(&crate::summarize::tests::event(1, 3, "1", "2"));
+        let snapshot = snapshot_of_event(&test_event(1, 3, "1", "2"));
         let value = serde_json::to_value(&snapshot).unwrap();
         assert_eq!(SnapshotLoad::judge(None, Some(3)), SnapshotLoad::Missing);
         assert_eq!(

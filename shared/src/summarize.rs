@@ -669,32 +669,7 @@ pub(crate) mod tests {
         format!("{n:032x}").parse().unwrap()
     }
 
-    /// A ServiceNow incident event as Stream Connect publishes it.
-    pub(crate) fn event(n: u8, version: u64, priority: &str, state: &str) -> serde_json::Value {
-        serde_json::json!({
-            "sys_id": format!("{n:032x}"),
-            "number": format!("INC00100{n:02}"),
-            "sys_mod_count": version.to_string(),
-            "state": state,
-            "priority": priority,
-            "category": "network",
-            "subcategory": "fibre",
-            "cmdb_ci": format!("ams-agg-0{n}"),
-            "location": "Amsterdam DC2",
-            "u_region": "north",
-            "assignment_group": "NOC Tier 2",
-            "assigned_to": "Jane Roe",
-            "caller_id": "Pat Smith",
-            "parent_incident": "INC0009999",
-            "opened_at": "2027-01-15 08:00:00",
-            "sys_updated_on": "2027-01-15 08:30:00",
-            "short_description": format!("Site {n} down after fibre cut"),
-            "description": "Aggregation router lost both uplinks.",
-            "work_notes": format!("2027-01-15 08:20:00 - Wei Chen (Work notes)\nSplice crew dispatched to site {n}; BGP to 10.0.0.{n} down.\n\n"),
-            "u_alarm_log": format!("LINK DOWN ams-agg-0{n} xe-0/0/1\nLINK DOWN ams-agg-0{n} xe-0/0/1\nBGP peer 10.0.0.{n} down"),
-            "u_customers_affected": "1200"
-        })
-    }
+    pub(crate) use crate::snapshot::test_event as event;
 
     /// The record `classify` would store for `event`, keeping only jobs of `kinds`, none
     /// of them held (holds are the store's and the lab's concern): they lease at once.
