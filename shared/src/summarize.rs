@@ -586,17 +586,10 @@ fn group_scrub_context(items: &[Item<'_>]) -> ScrubContext {
     let mut context = ScrubContext::default();
     for item in items {
         let s = &item.snapshot;
-        let own = s.scrub_context();
-        context.people.extend(own.people);
-        context.internal_terms.extend(own.internal_terms);
+        // The ticket's own context already holds the copied-run hashes of its
+        // descriptions and log: taken as they are, not hashed a second time.
+        context.absorb(s.scrub_context());
         context.internal_terms.push(s.ticket.number.clone());
-        let t = &s.ticket;
-        for text in [&t.short_description, &t.description] {
-            context.add_internal_text(text);
-        }
-        for entry in &t.log {
-            context.add_internal_text(&entry.text);
-        }
     }
     context.people.sort();
     context.people.dedup();

@@ -7,7 +7,7 @@
 //! so leases, reclaims and listings come out in the same deterministic order as in
 //! the Redis backend.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -59,7 +59,9 @@ type Entry = (u64, String);
 struct State {
     tickets: BTreeMap<TicketId, StoredTicket>,
     summaries: BTreeMap<(TicketId, SummaryKind), Summary>,
-    jobs: BTreeMap<String, StoredJob>,
+    /// By job id; looked up, never walked in order (a hash map: the dispatcher's backlog
+    /// scan looks up thousands of jobs a tick).
+    jobs: HashMap<String, StoredJob>,
     ticket_jobs: BTreeMap<TicketId, BTreeSet<String>>,
     pending: BTreeMap<(Tier, Severity), BTreeSet<Entry>>,
     coalesce: BTreeMap<(Tier, String), BTreeSet<Entry>>,
@@ -455,6 +457,11 @@ impl State {
                 })
             })
             .collect();
+        // Only the first `limit` are wanted: set them apart before sorting them.
+        if candidates.len() > limit && limit > 0 {
+            candidates.select_nth_unstable(limit - 1);
+            candidates.truncate(limit);
+        }
         candidates.sort_unstable();
         candidates
             .into_iter()
