@@ -303,17 +303,29 @@ mod tests {
         let (_scratch, out) = assemble_with_fake_binary(&DistOptions {
             kafka_auth_mode: "ScramSha512".into(),
         });
-        let classify: Value = serde_json::from_str(
-            &fs::read_to_string(out.join("classify").join("function.json")).unwrap(),
-        )
-        .unwrap();
-        let kafka: Vec<&Value> = classify["bindings"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|b| b["type"] == "kafkaTrigger" || b["type"] == "kafka")
-            .collect();
-        assert_eq!(kafka.len(), 2);
+        // The trigger of classify, and the notifications output of dispatch and of the
+        // two tier workers.
+        let mut kafka = Vec::new();
+        for function in [
+            "classify",
+            "dispatch",
+            "summarize-premium",
+            "summarize-standard",
+        ] {
+            let definition: Value = serde_json::from_str(
+                &fs::read_to_string(out.join(function).join("function.json")).unwrap(),
+            )
+            .unwrap();
+            kafka.extend(
+                definition["bindings"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter(|b| b["type"] == "kafkaTrigger" || b["type"] == "kafka")
+                    .cloned(),
+            );
+        }
+        assert_eq!(kafka.len(), 4);
         assert!(
             kafka
                 .iter()
