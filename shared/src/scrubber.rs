@@ -106,6 +106,23 @@ impl ScrubContext {
         self.internal_runs.extend(other.internal_runs);
     }
 
+    /// Everything any of `contexts` names, people and terms sorted and without repeats: for
+    /// a text speaking for many tickets, where [`ScrubContext::absorb`]'s order-keeping
+    /// merge would compare every name with every other.
+    pub fn union(contexts: impl IntoIterator<Item = ScrubContext>) -> ScrubContext {
+        let mut union = ScrubContext::default();
+        for context in contexts {
+            union.people.extend(context.people);
+            union.internal_terms.extend(context.internal_terms);
+            union.internal_runs.extend(context.internal_runs);
+        }
+        union.people.sort();
+        union.people.dedup();
+        union.internal_terms.sort();
+        union.internal_terms.dedup();
+        union
+    }
+
     /// Adds internal text (e.g. bounded log lines) to the copied-run check.
     pub fn add_internal_text(&mut self, text: &str) {
         for run in words(text).windows(COPIED_WORDS) {
@@ -458,6 +475,29 @@ mod tests {
             vec!["lon-pe-01".into(), "Core Network Ops".into()],
             &["technician swapped the optic on the aggregation card at the north exchange"],
         )
+    }
+
+    #[test]
+    fn a_union_names_everything_its_contexts_name_once_each() {
+        let other = ScrubContext::new(
+            vec!["Tom O'Neill".into(), "Ada Okafor".into()],
+            vec!["lon-pe-01".into()],
+            &["splice crew found the duct crushed under the new road works"],
+        );
+        let union = ScrubContext::union([ctx(), other]);
+        assert_eq!(union.people, ["Ada Okafor", "Priya Raman", "Tom O'Neill"]);
+        assert_eq!(union.internal_terms, ["Core Network Ops", "lon-pe-01"]);
+        // Copied runs of either context's internal text are caught.
+        for copied in [
+            "The splice crew found the duct crushed under the new road works.",
+            "The technician swapped the optic on the aggregation card at the north exchange.",
+        ] {
+            let out = scrub(copied, &union);
+            assert!(
+                out.removed > 0 && !out.text.contains("crushed") && !out.text.contains("optic"),
+                "{out:?}"
+            );
+        }
     }
 
     #[test]

@@ -583,19 +583,13 @@ fn fallback_text(
 /// Everything any ticket of the group names: a coalesced customer notice is checked
 /// against all of them, since the model saw all of them.
 fn group_scrub_context(items: &[Item<'_>]) -> ScrubContext {
-    let mut context = ScrubContext::default();
-    for item in items {
-        let s = &item.snapshot;
-        // The ticket's own context already holds the copied-run hashes of its
-        // descriptions and log: taken as they are, not hashed a second time.
-        context.absorb(s.scrub_context());
-        context.internal_terms.push(s.ticket.number.clone());
-    }
-    context.people.sort();
-    context.people.dedup();
-    context.internal_terms.sort();
-    context.internal_terms.dedup();
-    context
+    // Each ticket's own context already holds the copied-run hashes of its descriptions
+    // and log: taken as they are, not hashed a second time.
+    ScrubContext::union(items.iter().map(|item| {
+        let mut own = item.snapshot.scrub_context();
+        own.internal_terms.push(item.snapshot.ticket.number.clone());
+        own
+    }))
 }
 
 #[cfg(test)]
