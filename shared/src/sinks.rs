@@ -24,7 +24,7 @@ use sha2::{Digest, Sha256};
 use crate::clock::EpochMillis;
 use crate::extractive;
 use crate::job::{JobId, SummaryKind};
-use crate::snapshot::TicketSnapshot;
+use crate::snapshot::{SnapshotLoad, TicketSnapshot};
 use crate::store::{Store, StoreError};
 use crate::summary::{Summary, standing};
 use crate::ticket_id::TicketId;
@@ -277,7 +277,14 @@ async fn read(store: &dyn Store, id: &JobId) -> Result<Reading, StoreError> {
         return Ok(Reading::Superseded);
     }
     let snapshot = match id.kind {
-        SummaryKind::Customer => store.load_snapshot(&id.ticket, None).await?.current(),
+        SummaryKind::Customer => match store.load_snapshot(&id.ticket, None).await? {
+            SnapshotLoad::Unreadable { reason, .. } => {
+                // The notice still goes out, worded from its summary alone.
+                tracing::warn!(job = %id, error = %reason, "unreadable ticket snapshot: notice without its facts");
+                None
+            }
+            load => load.current(),
+        },
         SummaryKind::Technician | SummaryKind::Rollup => None,
     };
     Ok(Reading::Delivered(Box::new(Settled { summary, snapshot })))
