@@ -12,6 +12,7 @@
 
 pub mod classifier;
 pub mod clock;
+pub mod control_actions;
 pub mod controls;
 pub mod dead_letters;
 pub mod deadline_policy;

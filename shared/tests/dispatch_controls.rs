@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use stormgate_shared::clock::{Clock, EpochMillis, ManualClock};
-use stormgate_shared::controls::actions::{ControlAction, ControlContext, ControlRequest, apply};
+use stormgate_shared::control_actions::{ControlAction, ControlContext, ControlRequest, apply};
 use stormgate_shared::controls::memory::MemoryControls;
 use stormgate_shared::controls::{ControlState, ControlStore};
 use stormgate_shared::dispatch_policy::{DispatchConfig, DispatchConfigFile};

@@ -217,23 +217,11 @@ mod module_graph;
 /// cycle not listed (a new one, or a listed one that grew) and on a listed one that is
 /// gone, so this list only shrinks.
 const CYCLES_YET_TO_BREAK: &[(&str, &str, &[&str])] = &[
+    ("stormgate-shared", "crate", &["controls", "governor"]),
     (
         "stormgate-shared",
         "crate",
-        &[
-            "controls",
-            "dead_letters",
-            "dispatcher",
-            "extractive_settlement",
-            "gauges",
-            "governor",
-            "ingest",
-            "resummarize",
-            "retry",
-            "signals",
-            "sinks",
-            "summarize",
-        ],
+        &["extractive_settlement", "ingest", "sinks", "summarize"],
     ),
     ("stormgate-shared", "crate::lab", &["report", "slo"]),
     ("stormgate-shared", "crate::signals", &["status", "verdict"]),

@@ -12,10 +12,9 @@
 //! no setting; they are audited all the same.
 //!
 //! Every change goes with its [`AuditEntry`] in one atomic step (a Lua script in Redis),
-//! into a stream capped at [`AUDIT_CAP`] entries. [`actions`] turns a request (HTTP,
-//! command line) into a change after checking it.
+//! into a stream capped at [`AUDIT_CAP`] entries. [`crate::control_actions`] turns a
+//! request (HTTP, command line) into a change after checking it.
 
-pub mod actions;
 pub mod memory;
 pub mod redis;
 

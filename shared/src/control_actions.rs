@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{AuditEntry, ControlError, ControlKey, ControlStore, Setting};
 use crate::clock::EpochMillis;
+use crate::controls::{AuditEntry, ControlError, ControlKey, ControlStore, Setting};
 use crate::dead_letters::{ResubmitError, ResubmitReport, Selection, resubmit};
 use crate::governor::{DeploymentName, Governor, Headroom};
 use crate::ingest::{IngestContext, IngestPolicy};
