@@ -9,7 +9,7 @@
 //! gap shows in the series.
 
 use stormgate_shared::clock::EpochMillis;
-use stormgate_shared::governor::DeploymentName;
+use stormgate_shared::deployment_name::DeploymentName;
 use stormgate_shared::ingest::BatchOutcome;
 use stormgate_shared::job::{JobId, Tier};
 use stormgate_shared::llm::Usage;

@@ -35,10 +35,11 @@ use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
 use crate::clock::{Clock, EpochMillis};
+use crate::deployment_name::DeploymentName;
 use crate::dispatcher::AdmittedGroup;
 use crate::extractive;
 use crate::fault_switches::{self, Mechanism};
-use crate::governor::{DeploymentName, Reservation};
+use crate::governor::Reservation;
 use crate::job::{JobId, SummaryKind, Tier};
 use crate::llm::{ChatRequest, LlmClient, RateLimitView, Usage};
 use crate::metering::{self, CallCost};

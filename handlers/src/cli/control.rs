@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 use stormgate_shared::clock::Clock;
 use stormgate_shared::control_actions::{ControlAction, ControlContext, ControlRequest, apply};
-use stormgate_shared::governor::DeploymentName;
+use stormgate_shared::deployment_name::DeploymentName;
 use stormgate_shared::ingest::{IngestContext, IngestPolicy};
 use stormgate_shared::job::Tier;
 

@@ -26,7 +26,8 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::clock::EpochMillis;
-use crate::governor::{DeploymentName, Headroom};
+use crate::deployment_name::DeploymentName;
+use crate::headroom::Headroom;
 use crate::job::Tier;
 
 /// The most audit entries kept; an older one is dropped for each one more.

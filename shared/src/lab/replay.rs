@@ -27,12 +27,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::classifier::Classifier;
 use crate::clock::{Clock, EpochMillis};
+use crate::deployment_name::DeploymentName;
 use crate::dispatch_policy::DispatchConfig;
 use crate::dispatcher::{DispatchContext, dispatch_once};
 use crate::event::parse_event;
-use crate::governor::{
-    DeploymentBudget, DeploymentName, Governor, GovernorPolicy, Ledger, MemoryLedger,
-};
+use crate::governor::{DeploymentBudget, Governor, GovernorPolicy, Ledger, MemoryLedger};
 use crate::ingest::{IngestContext, IngestPolicy, RawEvent, classify_batch, prepare};
 use crate::job::{JobId, SummaryKind, Tier};
 use crate::lab::scenario::{Scenario, ScenarioError};
@@ -829,9 +828,7 @@ struct Product {
 /// A scenario's deployment name, checked as the product's settings check it.
 fn deployment_name(name: &str) -> Result<DeploymentName, ReplayError> {
     name.parse()
-        .map_err(|e: crate::governor::budget::DeploymentNameError| {
-            ReplayError::Setup(e.to_string())
-        })
+        .map_err(|e: crate::deployment_name::DeploymentNameError| ReplayError::Setup(e.to_string()))
 }
 
 async fn start_stormgate(

@@ -39,7 +39,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::EpochMillis;
 use crate::deadline_policy::DeadlinePolicy;
-use crate::governor::{DeploymentName, GovernorPolicy};
+use crate::deployment_name::DeploymentName;
+use crate::governor::GovernorPolicy;
 use crate::job::Tier;
 
 pub use lag::PartitionLag;
