@@ -91,7 +91,7 @@ impl Default for SummarizeSettings {
     fn default() -> Self {
         SummarizeSettings {
             retry: RetryPolicy::default(),
-            prompt_chars: 12_000,
+            prompt_chars: prompts::DEFAULT_PROMPT_CHARS,
             lease_margin: Duration::from_secs(5),
             call_claim: DEFAULT_CALL_CLAIM,
         }
