@@ -98,7 +98,7 @@ mod tests {
     use crate::job::Tier;
     use crate::store::AgingPolicy;
     use crate::store::memory::MemoryStore;
-    use crate::summarize::tests::{T0, event, record};
+    use crate::testing::ingested::{T0, event, record};
 
     async fn leased(store: &MemoryStore, kinds: &[SummaryKind]) -> Vec<Lease> {
         store

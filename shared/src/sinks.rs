@@ -347,7 +347,7 @@ mod tests {
     use crate::job::Tier;
     use crate::store::memory::MemoryStore;
     use crate::store::{AgingPolicy, Lease, OwedStats};
-    use crate::summarize::tests::{T0, event, record};
+    use crate::testing::ingested::{T0, event, record};
 
     const BOTH: Sinks = Sinks {
         notices: true,

@@ -220,7 +220,7 @@ const CYCLES_YET_TO_BREAK: &[(&str, &str, &[&str])] = &[
     (
         "stormgate-shared",
         "crate",
-        &["extractive_settlement", "sinks", "summarize"],
+        &["extractive_settlement", "sinks"],
     ),
     ("stormgate-shared", "crate::lab", &["report", "slo"]),
     ("stormgate-shared", "crate::signals", &["status", "verdict"]),
