@@ -13,10 +13,10 @@
 use serde::{Deserialize, Serialize};
 
 use crate::clock::Clock;
+use crate::configured_sinks::Sinks;
 use crate::extractive;
 use crate::fault_switches::{self, Mechanism};
 use crate::job::SummaryKind;
-use crate::sinks::Sinks;
 use crate::snapshot::{SnapshotLoad, TicketSnapshot};
 use crate::store::{Lease, Store, StoreError};
 use crate::summary::{PutOutcome, Summary, SummaryOf};

@@ -12,6 +12,7 @@
 
 pub mod classifier;
 pub mod clock;
+pub mod configured_sinks;
 pub mod control_actions;
 pub mod controls;
 pub mod dead_letters;

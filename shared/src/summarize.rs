@@ -35,6 +35,7 @@ use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
 use crate::clock::{Clock, EpochMillis};
+use crate::configured_sinks::Sinks;
 use crate::deployment_name::DeploymentName;
 use crate::dispatcher::AdmittedGroup;
 use crate::extractive;
@@ -49,7 +50,6 @@ use crate::retry::{
     CallRecord, GiveUp, Readmission, RetryEnv, RetryGate, RetryPolicy, complete_with_retry,
 };
 use crate::scrubber::{ScrubContext, scrub};
-use crate::sinks::Sinks;
 use crate::snapshot::{SnapshotLoad, TicketSnapshot};
 use crate::store::{CallClaim, Lease, LeasedGroup, Store, StoreError};
 use crate::summary::{PutOutcome, Summary, SummaryOf};

@@ -1196,7 +1196,7 @@ async fn run_tier_worker(
         rng: std::sync::Mutex::new(SmallRng::seed_from_u64(seed)),
         related: None,
         // The lab measures the LLM path: its sinks are the read side of the store.
-        sinks: crate::sinks::Sinks::NONE,
+        sinks: crate::configured_sinks::Sinks::NONE,
         holder: format!("lab-{seed:x}"),
     };
     let outcome = worker.summarize_admitted(&group).await;
@@ -1235,7 +1235,7 @@ async fn settle_extractive(product: &Product, lease: &Lease, recorder: &Shared<R
         &*product.store,
         &product.clock,
         lease,
-        crate::sinks::Sinks::NONE,
+        crate::configured_sinks::Sinks::NONE,
     )
     .await;
     if lease.job.id.kind == SummaryKind::Technician {
