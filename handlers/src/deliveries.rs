@@ -17,9 +17,10 @@
 
 use serde::Serialize;
 use stormgate_shared::clock::EpochMillis;
+use stormgate_shared::configured_sinks::Sinks;
 use stormgate_shared::job::{JobId, SummaryKind};
 use stormgate_shared::sinks::{
-    Claimed, CustomerNotice, Owed, Sinks, WorkNote, claim_notices, claim_work_notes,
+    Claimed, CustomerNotice, Owed, WorkNote, claim_notices, claim_work_notes,
 };
 use stormgate_shared::store::{Store, StoreError};
 

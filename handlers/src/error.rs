@@ -5,11 +5,11 @@ use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
+use stormgate_shared::control_actions::ControlRejection;
 use stormgate_shared::controls::ControlError;
-use stormgate_shared::controls::actions::ControlRejection;
 use stormgate_shared::governor::{GovernorError, LedgerError};
 use stormgate_shared::signals::SignalError;
-use stormgate_shared::signals::status::StatusError;
+use stormgate_shared::signals::collect::StatusError;
 use stormgate_shared::store::StoreError;
 
 #[derive(Debug, thiserror::Error)]

@@ -22,9 +22,10 @@ use redis::auth::{BasicAuth, StreamingCredentialsProvider};
 use stormgate_shared::clock::EpochMillis;
 use stormgate_shared::controls::ControlStore;
 use stormgate_shared::controls::redis::RedisControls;
+use stormgate_shared::deployment_name::DeploymentName;
 use stormgate_shared::governor::{
-    Admission, DeploymentName, ExternalUsage, Ledger, LedgerError, LedgerSnapshot, Reconciliation,
-    RedisLedger, ReportedRemaining, Reservation, ThrottleKind, WindowLimits,
+    Admission, ExternalUsage, Ledger, LedgerError, LedgerSnapshot, Reconciliation, RedisLedger,
+    ReportedRemaining, Reservation, ThrottleKind, WindowLimits,
 };
 use stormgate_shared::redis_link::RedisLink;
 use stormgate_shared::signals::SignalStore;

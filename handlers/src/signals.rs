@@ -9,14 +9,15 @@
 //! gap shows in the series.
 
 use stormgate_shared::clock::EpochMillis;
-use stormgate_shared::governor::DeploymentName;
+use stormgate_shared::deployment_name::DeploymentName;
 use stormgate_shared::ingest::BatchOutcome;
 use stormgate_shared::job::{JobId, Tier};
 use stormgate_shared::llm::Usage;
+use stormgate_shared::signals::collect::{StatusInputs, collect};
 use stormgate_shared::signals::emit::{self, IngestCounts};
 use stormgate_shared::signals::lag;
 use stormgate_shared::signals::series::field;
-use stormgate_shared::signals::status::{AUDIT_SHOWN, Status, StatusInputs, collect};
+use stormgate_shared::signals::status::{AUDIT_SHOWN, Status};
 use stormgate_shared::signals::{SignalBatch, SignalStore};
 
 use stormgate_shared::controls::ControlState;

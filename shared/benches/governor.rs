@@ -14,9 +14,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 use divan::Bencher;
 use divan::counter::ItemsCount;
 use stormgate_shared::clock::EpochMillis;
+use stormgate_shared::deployment_name::DeploymentName;
 use stormgate_shared::governor::{
-    Admission, DeploymentBudget, DeploymentName, Governor, GovernorPolicy, Ledger, MemoryLedger,
-    RedisLedger,
+    Admission, DeploymentBudget, Governor, GovernorPolicy, Ledger, MemoryLedger, RedisLedger,
 };
 use stormgate_shared::job::Tier;
 use stormgate_shared::testing::redis_server::RedisServer;

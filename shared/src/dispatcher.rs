@@ -51,10 +51,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::{Clock, EpochMillis};
 use crate::controls::ControlState;
+use crate::deployment_name::DeploymentName;
 use crate::dispatch_policy::DispatchConfig;
 use crate::fault_switches::{self, Mechanism};
 use crate::gauges::{self, GaugeError, Gauges};
-use crate::governor::{Admission, DeploymentName, Governor, GovernorError, Reservation};
+use crate::governor::{Admission, Governor, GovernorError, Reservation};
 use crate::job::{LlmUse, SummaryKind, Tier};
 use crate::metering::CallCost;
 use crate::store::{Lease, Store, StoreError};

@@ -13,10 +13,10 @@
 use serde::{Deserialize, Serialize};
 
 use crate::clock::Clock;
+use crate::configured_sinks::Sinks;
 use crate::extractive;
 use crate::fault_switches::{self, Mechanism};
 use crate::job::SummaryKind;
-use crate::sinks::Sinks;
 use crate::snapshot::{SnapshotLoad, TicketSnapshot};
 use crate::store::{Lease, Store, StoreError};
 use crate::summary::{PutOutcome, Summary, SummaryOf};
@@ -98,7 +98,7 @@ mod tests {
     use crate::job::Tier;
     use crate::store::AgingPolicy;
     use crate::store::memory::MemoryStore;
-    use crate::summarize::tests::{T0, event, record};
+    use crate::testing::ingested::{T0, event, record};
 
     async fn leased(store: &MemoryStore, kinds: &[SummaryKind]) -> Vec<Lease> {
         store

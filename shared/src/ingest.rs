@@ -79,7 +79,7 @@ impl Default for IngestPolicy {
             coalesce_window: Duration::from_secs(15 * 60),
             coalesce_hold: Duration::from_secs(5 * 60),
             dead_letter_raw_bytes: 64 * 1024,
-            prompt_chars: crate::summarize::SummarizeSettings::default().prompt_chars,
+            prompt_chars: prompts::DEFAULT_PROMPT_CHARS,
         }
     }
 }

@@ -12,9 +12,12 @@
 
 pub mod classifier;
 pub mod clock;
+pub mod configured_sinks;
+pub mod control_actions;
 pub mod controls;
 pub mod dead_letters;
 pub mod deadline_policy;
+pub mod deployment_name;
 pub mod dispatch_policy;
 pub mod dispatcher;
 pub mod duration_secs;
@@ -25,6 +28,7 @@ pub mod extractive_settlement;
 pub mod fault_switches;
 pub mod gauges;
 pub mod governor;
+pub mod headroom;
 pub mod ingest;
 pub mod job;
 pub mod lab;

@@ -21,10 +21,9 @@ use rand::Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::clock::{Clock, EpochMillis};
+use crate::deployment_name::DeploymentName;
 use crate::fault_switches::{self, Mechanism};
-use crate::governor::{
-    Admission as GovernorAdmission, DeploymentName, Governor, ReportedRemaining, Reservation,
-};
+use crate::governor::{Admission as GovernorAdmission, Governor, ReportedRemaining, Reservation};
 use crate::llm::{ChatRequest, Completion, LlmClient, LlmError, RateLimitView};
 use crate::metering;
 use crate::tokens::Tokens;

@@ -298,7 +298,7 @@ mod tests {
         }
     }
 
-    use crate::summarize::tests::{event, record};
+    use crate::testing::ingested::{event, record};
 
     const T0: EpochMillis = EpochMillis(1_800_000_000_000);
 

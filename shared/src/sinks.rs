@@ -33,32 +33,6 @@ use crate::ticket_id::TicketId;
 /// to answer, after which it is due again for the `dispatch` tick.
 pub const DELIVERY_HOLD: Duration = Duration::from_secs(60);
 
-/// Which deliveries a stored summary owes: what the deployment has configured.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Sinks {
-    /// Customer summaries go to the notifications topic as customer notices.
-    pub notices: bool,
-    /// Technician summaries go to ServiceNow as work notes.
-    pub work_notes: bool,
-}
-
-impl Sinks {
-    /// Nothing beyond the store (the storm lab, tests of the summarizers alone).
-    pub const NONE: Sinks = Sinks {
-        notices: false,
-        work_notes: false,
-    };
-
-    /// Whether a stored summary of `kind` owes a delivery.
-    pub fn owes(self, kind: SummaryKind) -> bool {
-        match kind {
-            SummaryKind::Customer => self.notices,
-            SummaryKind::Technician => self.work_notes,
-            SummaryKind::Rollup => false,
-        }
-    }
-}
-
 /// A technician summary to write back to ServiceNow as a work note.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkNote {
@@ -343,11 +317,12 @@ fn notice_id(tickets: &[NoticeTicket]) -> String {
 mod tests {
     use super::*;
     use crate::clock::{Clock, ManualClock};
+    use crate::configured_sinks::Sinks;
     use crate::extractive_settlement::{Settlement, settle_extractive};
     use crate::job::Tier;
     use crate::store::memory::MemoryStore;
     use crate::store::{AgingPolicy, Lease, OwedStats};
-    use crate::summarize::tests::{T0, event, record};
+    use crate::testing::ingested::{T0, event, record};
 
     const BOTH: Sinks = Sinks {
         notices: true,

@@ -35,10 +35,12 @@ use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
 use crate::clock::{Clock, EpochMillis};
+use crate::configured_sinks::Sinks;
+use crate::deployment_name::DeploymentName;
 use crate::dispatcher::AdmittedGroup;
 use crate::extractive;
 use crate::fault_switches::{self, Mechanism};
-use crate::governor::{DeploymentName, Reservation};
+use crate::governor::Reservation;
 use crate::job::{JobId, SummaryKind, Tier};
 use crate::llm::{ChatRequest, LlmClient, RateLimitView, Usage};
 use crate::metering::{self, CallCost};
@@ -48,7 +50,6 @@ use crate::retry::{
     CallRecord, GiveUp, Readmission, RetryEnv, RetryGate, RetryPolicy, complete_with_retry,
 };
 use crate::scrubber::{ScrubContext, scrub};
-use crate::sinks::Sinks;
 use crate::snapshot::{SnapshotLoad, TicketSnapshot};
 use crate::store::{CallClaim, Lease, LeasedGroup, Store, StoreError};
 use crate::summary::{PutOutcome, Summary, SummaryOf};
@@ -90,7 +91,7 @@ impl Default for SummarizeSettings {
     fn default() -> Self {
         SummarizeSettings {
             retry: RetryPolicy::default(),
-            prompt_chars: 12_000,
+            prompt_chars: prompts::DEFAULT_PROMPT_CHARS,
             lease_margin: Duration::from_secs(5),
             call_claim: DEFAULT_CALL_CLAIM,
         }
@@ -600,16 +601,15 @@ pub(crate) mod tests {
     use async_trait::async_trait;
 
     use super::*;
-    use crate::classifier::Classifier;
     use crate::clock::ManualClock;
     use crate::event::{CdcHeaders, ParseLimits, parse_event};
     use crate::governor::{DeploymentBudget, Governor, GovernorPolicy, MemoryLedger};
-    use crate::ingest::{IngestContext, IngestPolicy, prepare};
     use crate::llm::{Completion, LlmError, RateLimitView, Usage};
     use crate::scrubber::find_leaks;
     use crate::sinks::{Owed, claim_notices};
     use crate::store::memory::MemoryStore;
     use crate::store::{AgingPolicy, IngestRecord, OwedStats};
+    use crate::testing::ingested::{T0, event, record};
     use crate::ticket_id::TicketId;
 
     #[derive(Debug)]
@@ -650,42 +650,8 @@ pub(crate) mod tests {
         })
     }
 
-    pub(crate) const T0: EpochMillis = EpochMillis(1_800_000_000_000);
-
     pub(crate) fn ticket_id(n: u8) -> TicketId {
         format!("{n:032x}").parse().unwrap()
-    }
-
-    pub(crate) use crate::snapshot::test_event as event;
-
-    /// The record `classify` would store for `event`, keeping only jobs of `kinds`, none
-    /// of them held (holds are the store's and the lab's concern): they lease at once.
-    pub(crate) fn record(event: &serde_json::Value, kinds: &[SummaryKind]) -> IngestRecord {
-        let ticket = parse_event(
-            event.to_string().as_bytes(),
-            &CdcHeaders::default(),
-            ParseLimits::default(),
-        )
-        .unwrap();
-        let store = MemoryStore::new();
-        let clock = ManualClock::starting_at(T0);
-        let classifier = Classifier::embedded().unwrap();
-        let policy = IngestPolicy {
-            coalesce_hold: Duration::ZERO,
-            ..IngestPolicy::default()
-        };
-        let ctx = IngestContext {
-            store: &store,
-            clock: &clock,
-            classifier: &classifier,
-            policy: &policy,
-        };
-        let mut record = prepare(ticket, &ctx, T0).unwrap();
-        record.jobs.retain(|j| kinds.contains(&j.id.kind));
-        for job in &mut record.jobs {
-            job.tier = Tier::Premium;
-        }
-        record
     }
 
     struct Rig {

@@ -9,7 +9,7 @@
 
 use stormgate_shared::clock::EpochMillis;
 use stormgate_shared::controls::{AUDIT_CAP, AuditEntry, ControlKey, ControlStore, Setting};
-use stormgate_shared::governor::DeploymentName;
+use stormgate_shared::deployment_name::DeploymentName;
 use stormgate_shared::job::Tier;
 
 fn entry(at: u64, action: &str, target: &str) -> AuditEntry {

@@ -9,15 +9,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use stormgate_shared::clock::{Clock, EpochMillis, ManualClock};
-use stormgate_shared::controls::actions::{ControlAction, ControlContext, ControlRequest, apply};
+use stormgate_shared::control_actions::{ControlAction, ControlContext, ControlRequest, apply};
 use stormgate_shared::controls::memory::MemoryControls;
 use stormgate_shared::controls::{ControlState, ControlStore};
+use stormgate_shared::deployment_name::DeploymentName;
 use stormgate_shared::dispatch_policy::{DispatchConfig, DispatchConfigFile};
 use stormgate_shared::dispatcher::{
     DispatchContext, DispatchOutcome, SpillReason, dispatch_controlled,
 };
 use stormgate_shared::governor::{
-    BurstFactor, DeploymentBudget, DeploymentName, Governor, GovernorPolicy, MemoryLedger,
+    BurstFactor, DeploymentBudget, Governor, GovernorPolicy, MemoryLedger,
 };
 use stormgate_shared::ingest::IngestPolicy;
 use stormgate_shared::job::{Job, JobId, LlmUse, SummaryKind, Tier};

@@ -14,12 +14,13 @@ use async_trait::async_trait;
 use stormgate_shared::classifier::Classifier;
 use stormgate_shared::clock::{Clock, EpochMillis, ManualClock};
 use stormgate_shared::deadline_policy::{DeadlinePolicy, PerSeverity};
+use stormgate_shared::deployment_name::DeploymentName;
 use stormgate_shared::dispatch_policy::{DispatchConfig, DispatchConfigFile};
 use stormgate_shared::dispatcher::{DispatchContext, DispatchOutcome, SpillReason, dispatch_once};
 use stormgate_shared::governor::{
-    Admission, BurstFactor, DeploymentBudget, DeploymentName, ExternalUsage, Governor,
-    GovernorPolicy, Ledger, LedgerError, LedgerSnapshot, MemoryLedger, Reconciliation,
-    ReportedRemaining, Reservation, ThrottleKind, WindowLimits,
+    Admission, BurstFactor, DeploymentBudget, ExternalUsage, Governor, GovernorPolicy, Ledger,
+    LedgerError, LedgerSnapshot, MemoryLedger, Reconciliation, ReportedRemaining, Reservation,
+    ThrottleKind, WindowLimits,
 };
 use stormgate_shared::ingest::{IngestContext, IngestPolicy, RawEvent, classify_batch};
 use stormgate_shared::job::{Job, JobId, LlmUse, SummaryKind, Tier};

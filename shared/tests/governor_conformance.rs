@@ -7,10 +7,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use stormgate_shared::clock::EpochMillis;
+use stormgate_shared::deployment_name::DeploymentName;
 use stormgate_shared::governor::{
-    Admission, DeploymentBudget, DeploymentName, ExternalUsage, Governor, GovernorPolicy, Ledger,
-    MemoryLedger, Reconciliation, RedisLedger, ReportedRemaining, Reservation, Throttle,
-    ThrottleKind, WindowLimits,
+    Admission, DeploymentBudget, ExternalUsage, Governor, GovernorPolicy, Ledger, MemoryLedger,
+    Reconciliation, RedisLedger, ReportedRemaining, Reservation, Throttle, ThrottleKind,
+    WindowLimits,
 };
 use stormgate_shared::job::Tier;
 use stormgate_shared::testing::redis_server::RedisServer;

@@ -19,10 +19,12 @@ use std::time::Duration;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use stormgate_shared::clock::EpochMillis;
+use stormgate_shared::deployment_name::DeploymentName;
 use stormgate_shared::governor::{
-    Admission, BurstFactor, DeploymentBudget, DeploymentName, Governor, GovernorPolicy, Headroom,
-    Ledger, MemoryLedger, RedisLedger, ReportedRemaining, Reservation, ShortWindow, Throttle,
+    Admission, BurstFactor, DeploymentBudget, Governor, GovernorPolicy, Ledger, MemoryLedger,
+    RedisLedger, ReportedRemaining, Reservation, ShortWindow, Throttle,
 };
+use stormgate_shared::headroom::Headroom;
 use stormgate_shared::job::Tier;
 use stormgate_shared::testing::redis_server::RedisServer;
 use stormgate_shared::tokens::Tokens;

@@ -11,13 +11,14 @@ use stormgate_shared::clock::EpochMillis;
 use stormgate_shared::controls::memory::MemoryControls;
 use stormgate_shared::controls::{AuditEntry, ControlKey, ControlStore, Setting};
 use stormgate_shared::deadline_policy::DeadlinePolicy;
-use stormgate_shared::governor::{DeploymentName, Governor, GovernorPolicy, MemoryLedger};
+use stormgate_shared::deployment_name::DeploymentName;
+use stormgate_shared::governor::{Governor, GovernorPolicy, MemoryLedger};
 use stormgate_shared::job::{Job, JobId, LlmUse, SummaryKind, Tier};
 use stormgate_shared::severity::Severity;
+use stormgate_shared::signals::collect::{StatusInputs, collect};
 use stormgate_shared::signals::memory::MemorySignals;
 use stormgate_shared::signals::series::field;
-use stormgate_shared::signals::status::{DeploymentState, StatusInputs, collect};
-use stormgate_shared::signals::verdict::Level;
+use stormgate_shared::signals::status::{DeploymentState, Level};
 use stormgate_shared::signals::{
     DeploymentConfig, FleetConfig, Minute, PartitionLag, SignalBatch, SignalStore,
 };

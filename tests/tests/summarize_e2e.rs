@@ -15,6 +15,7 @@ use stormgate_e2e::tickets::{event, record, ticket};
 use stormgate_handlers::openai::{AzureOpenAiClient, OpenAiAuth, OpenAiConfig};
 use stormgate_handlers::simulator_http::{SimulatorHandle, spawn_simulator};
 use stormgate_shared::clock::{Clock, EpochMillis, ManualClock};
+use stormgate_shared::configured_sinks::Sinks;
 use stormgate_shared::governor::{DeploymentBudget, Governor, GovernorPolicy, RedisLedger};
 use stormgate_shared::job::JobId;
 use stormgate_shared::job::{SummaryKind, Tier};
@@ -23,7 +24,7 @@ use stormgate_shared::lab::simulator::{
 };
 use stormgate_shared::retry::{CallRecord, GiveUp, RetryPolicy};
 use stormgate_shared::scrubber::{ScrubContext, find_leaks};
-use stormgate_shared::sinks::{CustomerNotice, Owed, Sinks, claim_notices};
+use stormgate_shared::sinks::{CustomerNotice, Owed, claim_notices};
 use stormgate_shared::store::redis::RedisStore;
 use stormgate_shared::store::{AgingPolicy, Store};
 use stormgate_shared::summarize::{

@@ -1,5 +1,5 @@
 //! `stormgate control`: the operators' actions against the handler's Redis, the same as
-//! `POST /api/controls` ([`stormgate_shared::controls::actions::apply`]): checked,
+//! `POST /api/controls` ([`stormgate_shared::control_actions::apply`]): checked,
 //! applied and audited (source `cli`), with the operator named by `--by`. The fleet's
 //! `dispatch` tick reads the controls once per tick, so a change acts within one tick.
 
@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use stormgate_shared::clock::Clock;
-use stormgate_shared::controls::actions::{ControlAction, ControlContext, ControlRequest, apply};
-use stormgate_shared::governor::DeploymentName;
+use stormgate_shared::control_actions::{ControlAction, ControlContext, ControlRequest, apply};
+use stormgate_shared::deployment_name::DeploymentName;
 use stormgate_shared::ingest::{IngestContext, IngestPolicy};
 use stormgate_shared::job::Tier;
 

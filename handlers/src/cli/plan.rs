@@ -80,7 +80,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
         grid.headroom = args.headroom.clone();
     }
     for h in &grid.headroom {
-        stormgate_shared::governor::Headroom::new(*h)?;
+        stormgate_shared::headroom::Headroom::new(*h)?;
     }
     if grid.premium_tpm.contains(&0) || grid.standard_tpm.contains(&0) {
         anyhow::bail!("a TPM quota of 0 admits nothing: give quotas of at least 1");

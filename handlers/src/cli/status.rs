@@ -17,9 +17,8 @@ use stormgate_shared::clock::Clock;
 use stormgate_shared::controls::ControlStore;
 use stormgate_shared::dispatch_policy::DispatchConfig;
 use stormgate_shared::governor::Governor;
-use stormgate_shared::signals::status::{
-    AUDIT_SHOWN, DeploymentState, Status, StatusInputs, collect,
-};
+use stormgate_shared::signals::collect::{StatusInputs, collect};
+use stormgate_shared::signals::status::{AUDIT_SHOWN, DeploymentState, Status};
 use stormgate_shared::signals::verdict::human;
 use stormgate_shared::signals::{DeploymentConfig, FleetConfig, SignalStore};
 use stormgate_shared::store::Store;

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use stormgate_shared::governor::budget::DeploymentNameError;
+use stormgate_shared::deployment_name::DeploymentNameError;
 use stormgate_shared::ingest::IngestPolicy;
 use stormgate_shared::model_quota;
 use stormgate_shared::store::{DEFAULT_DEAD_LETTER_CAP, DEFAULT_RETENTION, StoreLimits};

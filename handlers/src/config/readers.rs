@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use reqwest::Url;
-use stormgate_shared::governor::Headroom;
+use stormgate_shared::headroom::Headroom;
 
 use super::error::ConfigError;
 use super::settings::LogFormat;

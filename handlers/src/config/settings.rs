@@ -3,7 +3,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use stormgate_shared::governor::{DeploymentBudget, DeploymentName, GovernorPolicy, Headroom};
+use stormgate_shared::deployment_name::DeploymentName;
+use stormgate_shared::governor::{DeploymentBudget, GovernorPolicy};
+use stormgate_shared::headroom::Headroom;
 use stormgate_shared::ingest::IngestPolicy;
 use stormgate_shared::job::Tier;
 use stormgate_shared::store::StoreLimits;

@@ -1,5 +1,5 @@
 //! `POST /api/controls` (admin: the host's master key): one operator action, checked,
-//! applied and audited ([`stormgate_shared::controls::actions`]). The body names the
+//! applied and audited ([`stormgate_shared::control_actions`]). The body names the
 //! operator and the action, e.g. `{"by": "alice", "action": "pause", "tier": "premium"}`;
 //! the answer says what the action did, the controls now in force and the latest audit
 //! entries. A request that cannot apply is a 400 (or 404 for an unknown deployment or
@@ -12,7 +12,7 @@
 use axum::Json;
 use axum::extract::State;
 use serde::Serialize;
-use stormgate_shared::controls::actions::{ControlContext, ControlOutcome, ControlRequest, apply};
+use stormgate_shared::control_actions::{ControlContext, ControlOutcome, ControlRequest, apply};
 use stormgate_shared::controls::{AuditRecord, ControlState};
 use stormgate_shared::ingest::IngestContext;
 use stormgate_shared::signals::status::AUDIT_SHOWN;

@@ -27,6 +27,7 @@ use std::time::Duration;
 
 use axum::extract::State;
 use serde::Serialize;
+use stormgate_shared::configured_sinks::Sinks;
 use stormgate_shared::dispatcher::{
     AdmittedGroup, DispatchContext, DispatchCounters, DispatchError, DispatchOutcome,
     dispatch_controlled,
@@ -35,7 +36,6 @@ use stormgate_shared::extractive_settlement::{Settlement, settle_extractive};
 use stormgate_shared::gauges::GaugeError;
 use stormgate_shared::governor::{GovernorError, LedgerError};
 use stormgate_shared::job::{JobId, Tier};
-use stormgate_shared::sinks::Sinks;
 use stormgate_shared::store::{Store, StoreError};
 
 use crate::deliveries::{self, NoteAttempt, SinkReport};

@@ -8,7 +8,7 @@
 use axum::Json;
 use axum::extract::{Path, State};
 use serde_json::{Map, Value, json};
-use stormgate_shared::controls::actions::ticket_id;
+use stormgate_shared::control_actions::ticket_id;
 use stormgate_shared::job::SummaryKind;
 use stormgate_shared::routing_explanation::explain;
 use stormgate_shared::snapshot::SnapshotLoad;

@@ -12,10 +12,9 @@
 //! no setting; they are audited all the same.
 //!
 //! Every change goes with its [`AuditEntry`] in one atomic step (a Lua script in Redis),
-//! into a stream capped at [`AUDIT_CAP`] entries. [`actions`] turns a request (HTTP,
-//! command line) into a change after checking it.
+//! into a stream capped at [`AUDIT_CAP`] entries. [`crate::control_actions`] turns a
+//! request (HTTP, command line) into a change after checking it.
 
-pub mod actions;
 pub mod memory;
 pub mod redis;
 
@@ -27,7 +26,8 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::clock::EpochMillis;
-use crate::governor::{DeploymentName, Headroom};
+use crate::deployment_name::DeploymentName;
+use crate::headroom::Headroom;
 use crate::job::Tier;
 
 /// The most audit entries kept; an older one is dropped for each one more.

@@ -3,14 +3,16 @@
 //! Everything here is arithmetic on configuration, parsed once: a [`DeploymentName`]
 //! that is safe inside a Redis key, a [`Headroom`] fraction that cannot be nonsense, a
 //! [`ShortWindow`] that divides 10 s (which is what makes the 10 s and 60 s bounds follow
-//! from the short-window bound, see the module docs of [`crate::governor`]).
+//! from the short-window bound, see the module docs of [`crate::governor`]). The name and
+//! the headroom are values of their own ([`crate::deployment_name`], [`crate::headroom`]):
+//! the operators' controls name them too.
 
-use std::fmt;
-use std::str::FromStr;
 use std::time::Duration;
 
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Deserializer, Serialize};
 
+use crate::deployment_name::DeploymentName;
+use crate::headroom::Headroom;
 use crate::job::Tier;
 use crate::tokens::Tokens;
 
@@ -22,100 +24,6 @@ const AZURE_REQUEST_WINDOW_MS: u64 = 10_000;
 /// "Manage Azure OpenAI quota", *Understanding rate limits*). Calls are sent within
 /// [`WindowLimits::send_requests`] per any such window (see [`crate::governor`]).
 pub const SEND_WINDOW_MS: u64 = 1_000;
-
-/// An Azure OpenAI deployment name: 1–64 of `[A-Za-z0-9._-]`, so it can sit inside a
-/// Redis key (and its hash tag) without escaping.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct DeploymentName(String);
-
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("not a deployment name (1-64 of A-Z a-z 0-9 . _ -): {0:?}")]
-pub struct DeploymentNameError(pub String);
-
-impl DeploymentName {
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl FromStr for DeploymentName {
-    type Err = DeploymentNameError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let ok = (1..=64).contains(&s.len())
-            && s.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
-        if ok {
-            Ok(DeploymentName(s.to_owned()))
-        } else {
-            Err(DeploymentNameError(s.chars().take(80).collect()))
-        }
-    }
-}
-
-impl fmt::Display for DeploymentName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl Serialize for DeploymentName {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.0)
-    }
-}
-
-impl<'de> Deserialize<'de> for DeploymentName {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        String::deserialize(d)?
-            .parse()
-            .map_err(serde::de::Error::custom)
-    }
-}
-
-/// The fraction of a deployment's quota the governor leaves unused, in `[0, 0.9]`.
-///
-/// Users report 429s a little before the advertised limit, and the service's own
-/// prompt estimate (partly from character counts) can exceed ours: headroom absorbs both.
-#[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize)]
-#[serde(transparent)]
-pub struct Headroom(f64);
-
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("headroom must be a fraction between 0 and 0.9, got {0}")]
-pub struct HeadroomError(pub f64);
-
-impl Headroom {
-    pub const DEFAULT: Headroom = Headroom(0.10);
-
-    pub fn new(fraction: f64) -> Result<Headroom, HeadroomError> {
-        if (0.0..=0.9).contains(&fraction) {
-            Ok(Headroom(fraction))
-        } else {
-            Err(HeadroomError(fraction))
-        }
-    }
-
-    pub fn fraction(self) -> f64 {
-        self.0
-    }
-
-    /// `quantity × (1 − headroom)`, rounded down so the result never exceeds the exact value.
-    fn apply(self, quantity: u64) -> u64 {
-        (quantity as f64 * (1.0 - self.0)).floor() as u64
-    }
-}
-
-impl Default for Headroom {
-    fn default() -> Self {
-        Headroom::DEFAULT
-    }
-}
-
-impl<'de> Deserialize<'de> for Headroom {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Headroom::new(f64::deserialize(d)?).map_err(serde::de::Error::custom)
-    }
-}
 
 /// The sliding window admissions are counted over: a whole number of milliseconds
 /// that divides 10 s exactly (250 ms, 500 ms, 1 s, 2 s, 5 s, 10 s, ...), so that both
@@ -408,16 +316,5 @@ mod tests {
         assert!(ShortWindow::from_millis(20_000).is_err());
         assert!(ShortWindow::from_millis(0).is_err());
         assert!(ShortWindow::from_millis(120_000).is_err());
-    }
-
-    #[test]
-    fn headroom_and_names_parse_or_refuse() {
-        assert!(Headroom::new(0.95).is_err());
-        assert!(Headroom::new(-0.1).is_err());
-        assert!(serde_json::from_str::<Headroom>("0.2").is_ok());
-        assert!("gpt-4o-mini_2024.07".parse::<DeploymentName>().is_ok());
-        assert!("bad name".parse::<DeploymentName>().is_err());
-        assert!("a}b".parse::<DeploymentName>().is_err());
-        assert!("".parse::<DeploymentName>().is_err());
     }
 }

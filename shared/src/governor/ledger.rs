@@ -44,8 +44,9 @@
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use super::budget::{DeploymentName, WindowLimits};
+use super::budget::WindowLimits;
 use crate::clock::EpochMillis;
+use crate::deployment_name::DeploymentName;
 use crate::tokens::Tokens;
 
 /// A reservation's number, unique per deployment.

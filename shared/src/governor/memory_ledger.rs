@@ -7,12 +7,13 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 
-use super::budget::{DeploymentName, MINUTE_MS, SEND_WINDOW_MS, WindowLimits};
+use super::budget::{MINUTE_MS, SEND_WINDOW_MS, WindowLimits};
 use super::ledger::{
     Admission, ExternalUsage, Ledger, LedgerError, LedgerSnapshot, Reconciliation,
     ReportedRemaining, Reservation, ReservationId, ThrottleKind,
 };
 use crate::clock::EpochMillis;
+use crate::deployment_name::DeploymentName;
 use crate::tokens::Tokens;
 
 #[derive(Debug, Default)]

@@ -80,9 +80,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-pub use budget::{
-    BurstFactor, DeploymentBudget, DeploymentName, Headroom, ShortWindow, WindowLimits,
-};
+pub use budget::{BurstFactor, DeploymentBudget, ShortWindow, WindowLimits};
 pub use ledger::{
     Admission, ExternalUsage, Ledger, LedgerError, LedgerSnapshot, Reconciliation,
     ReportedRemaining, Reservation, ReservationId, ThrottleKind,
@@ -91,6 +89,8 @@ pub use memory_ledger::MemoryLedger;
 pub use redis_ledger::RedisLedger;
 
 use crate::clock::EpochMillis;
+use crate::deployment_name::DeploymentName;
+use crate::headroom::Headroom;
 use crate::job::Tier;
 use crate::tokens::Tokens;
 

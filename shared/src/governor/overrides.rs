@@ -7,9 +7,10 @@
 
 use std::time::Duration;
 
-use super::{Configured, DeploymentBudget, DeploymentName, Governor, GovernorError, WindowLimits};
+use super::{Configured, DeploymentBudget, Governor, GovernorError, WindowLimits};
 use crate::clock::EpochMillis;
 use crate::controls::ControlState;
+use crate::deployment_name::DeploymentName;
 
 /// How far ahead a down mark without an end is stated (admissions answer
 /// `Down { until }`): it is read again every tick, so this only has to outlast a tick.

@@ -20,12 +20,13 @@ use async_trait::async_trait;
 use redis::Script;
 use redis::aio::ConnectionManager;
 
-use super::budget::{DeploymentName, WindowLimits};
+use super::budget::WindowLimits;
 use super::ledger::{
     Admission, ExternalUsage, Ledger, LedgerError, LedgerSnapshot, Reconciliation,
     ReportedRemaining, Reservation, ReservationId, ThrottleKind,
 };
 use crate::clock::EpochMillis;
+use crate::deployment_name::DeploymentName;
 use crate::tokens::Tokens;
 
 const PRELUDE: &str = include_str!("lua/advance.lua");

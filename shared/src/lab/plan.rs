@@ -21,7 +21,8 @@ use std::sync::Arc;
 use plotters::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::governor::{GovernorPolicy, Headroom};
+use crate::governor::GovernorPolicy;
+use crate::headroom::Headroom;
 use crate::lab::replay::{PolicyName, PreparedTrace, ReplayError, ReplayOptions, replay_prepared};
 use crate::lab::report::{PolicyReport, Report, ScenarioInfo, SummaryCounts, thousands};
 use crate::lab::scenario::Scenario;

@@ -27,12 +27,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::classifier::Classifier;
 use crate::clock::{Clock, EpochMillis};
+use crate::deployment_name::DeploymentName;
 use crate::dispatch_policy::DispatchConfig;
 use crate::dispatcher::{DispatchContext, dispatch_once};
 use crate::event::parse_event;
-use crate::governor::{
-    DeploymentBudget, DeploymentName, Governor, GovernorPolicy, Ledger, MemoryLedger,
-};
+use crate::governor::{DeploymentBudget, Governor, GovernorPolicy, Ledger, MemoryLedger};
 use crate::ingest::{IngestContext, IngestPolicy, RawEvent, classify_batch, prepare};
 use crate::job::{JobId, SummaryKind, Tier};
 use crate::lab::scenario::{Scenario, ScenarioError};
@@ -829,9 +828,7 @@ struct Product {
 /// A scenario's deployment name, checked as the product's settings check it.
 fn deployment_name(name: &str) -> Result<DeploymentName, ReplayError> {
     name.parse()
-        .map_err(|e: crate::governor::budget::DeploymentNameError| {
-            ReplayError::Setup(e.to_string())
-        })
+        .map_err(|e: crate::deployment_name::DeploymentNameError| ReplayError::Setup(e.to_string()))
 }
 
 async fn start_stormgate(
@@ -1199,7 +1196,7 @@ async fn run_tier_worker(
         rng: std::sync::Mutex::new(SmallRng::seed_from_u64(seed)),
         related: None,
         // The lab measures the LLM path: its sinks are the read side of the store.
-        sinks: crate::sinks::Sinks::NONE,
+        sinks: crate::configured_sinks::Sinks::NONE,
         holder: format!("lab-{seed:x}"),
     };
     let outcome = worker.summarize_admitted(&group).await;
@@ -1238,7 +1235,7 @@ async fn settle_extractive(product: &Product, lease: &Lease, recorder: &Shared<R
         &*product.store,
         &product.clock,
         lease,
-        crate::sinks::Sinks::NONE,
+        crate::configured_sinks::Sinks::NONE,
     )
     .await;
     if lease.job.id.kind == SummaryKind::Technician {

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::lag::median_from_histogram;
 use super::series::{Minute, MinuteBucket, bucket_of, field, rate_of_total};
 use crate::clock::EpochMillis;
-use crate::governor::DeploymentName;
+use crate::deployment_name::DeploymentName;
 use crate::job::{SummaryKind, Tier};
 use crate::severity::Severity;
 

@@ -12,8 +12,8 @@
 //! a little later, so the bound holds where nothing writes. The tokens each deployment
 //! billed are kept per UTC day, for today's spend.
 //!
-//! [`status`] turns the store, the governor, the series and the controls into the one
-//! status document `GET /api/status`, the console and `stormgate status` show;
+//! [`collect`] turns the store, the governor, the series and the controls into the one
+//! [`status`] document `GET /api/status`, the console and `stormgate status` show;
 //! [`verdict`] reads it into one line; [`emit`] logs its gauges as JSON lines with the
 //! names [`catalog`] lists, which the alert rules in `infra/` query.
 //!
@@ -23,6 +23,7 @@
 
 pub mod catalog;
 pub mod chart;
+pub mod collect;
 pub mod emit;
 pub mod lag;
 pub mod memory;
@@ -39,7 +40,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::EpochMillis;
 use crate::deadline_policy::DeadlinePolicy;
-use crate::governor::{DeploymentName, GovernorPolicy};
+use crate::deployment_name::DeploymentName;
+use crate::governor::GovernorPolicy;
 use crate::job::Tier;
 
 pub use lag::PartitionLag;

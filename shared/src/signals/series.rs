@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::clock::EpochMillis;
-use crate::governor::DeploymentName;
+use crate::deployment_name::DeploymentName;
 use crate::job::{SummaryKind, Tier};
 use crate::severity::Severity;
 

@@ -6,9 +6,7 @@
 //! summaries past their deadline are critical; a lower severity behind, a paused or
 //! forced tier, a cooldown, consumer lag and a filling Redis are warnings.
 
-use serde::{Deserialize, Serialize};
-
-use super::status::{DeploymentState, Status};
+use super::status::{DeploymentState, KEEPING_UP, Level, Reason, Status, Verdict};
 use crate::job::Tier;
 use crate::severity::Severity;
 
@@ -19,51 +17,6 @@ pub const LAG_FRESH_MS: u64 = 300_000;
 /// Redis memory use, in percent of `maxmemory`, that warns and that is critical.
 pub const REDIS_WARNING_PERCENT: u64 = 80;
 pub const REDIS_CRITICAL_PERCENT: u64 = 90;
-
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Level {
-    #[default]
-    Ok,
-    Warning,
-    Critical,
-}
-
-impl Level {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Level::Ok => "ok",
-            Level::Warning => "warning",
-            Level::Critical => "critical",
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Reason {
-    pub level: Level,
-    pub text: String,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Verdict {
-    pub level: Level,
-    /// The line: every reason, most serious first, or "keeping up".
-    pub text: String,
-    pub reasons: Vec<Reason>,
-}
-
-impl Default for Verdict {
-    fn default() -> Self {
-        Verdict {
-            level: Level::Ok,
-            text: KEEPING_UP.to_owned(),
-            reasons: Vec::new(),
-        }
-    }
-}
-
-pub const KEEPING_UP: &str = "keeping up";
 
 /// Reads the status into one line. See the module docs.
 pub fn verdict(status: &Status) -> Verdict {

@@ -12,10 +12,12 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{AuditEntry, ControlError, ControlKey, ControlStore, Setting};
 use crate::clock::EpochMillis;
+use crate::controls::{AuditEntry, ControlError, ControlKey, ControlStore, Setting};
 use crate::dead_letters::{ResubmitError, ResubmitReport, Selection, resubmit};
-use crate::governor::{DeploymentName, Governor, Headroom};
+use crate::deployment_name::DeploymentName;
+use crate::governor::Governor;
+use crate::headroom::Headroom;
 use crate::ingest::{IngestContext, IngestPolicy};
 use crate::job::Tier;
 use crate::resummarize::{ResummarizeError, ResummarizeReport, resummarize};
