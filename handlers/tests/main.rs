@@ -6,24 +6,16 @@
 
 mod classify_function;
 mod console_api;
-mod dead_letters;
 mod dispatch_function;
 mod doc_links;
 mod function_defs;
-mod functions_host_runtime;
 mod fuzz_corpus;
 mod handler_process;
-mod host_emulation_facts;
-mod local_stack;
 mod pipeline;
 mod read_api;
 mod redis_connector;
 mod redis_tls;
-mod replay_history_command;
 mod routes;
 mod secrets_never_leak;
 mod settings_docs;
-mod simulator_http;
-mod soak_command;
 mod support;
-mod train_command;

@@ -27,7 +27,6 @@ pub mod gauges;
 pub mod governor;
 pub mod ingest;
 pub mod job;
-pub mod lab;
 pub mod llm;
 pub mod log_bounding;
 pub mod metering;
