@@ -7,7 +7,7 @@
 //! host's layers with serde one at a time (as REFERENCE.md prescribes) must do to reach each
 //! ticket's text, with nothing kept but the texts and no records built.
 //!
-//! Run: `cargo bench -p stormgate-handlers --bench invocation_decode`.
+//! Run: `cargo bench -p stormgate-cli --bench invocation_decode`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // bench setup
 

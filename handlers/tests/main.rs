@@ -1,4 +1,4 @@
-//! Tests of the handler edge: the router, the functions as the host drives them, the command line.
+//! Tests of the handler edge: the router, the functions as the host drives them, the handler process.
 //!
 //! One test binary for the crate: every file beside this one is a module of it, so the
 //! dependencies are linked and their generics compiled once, not once per file. Run one

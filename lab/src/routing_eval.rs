@@ -14,7 +14,7 @@
 //!   under the bounded rule.
 //!
 //! `docs/classifier-report.md` records them for the seed storm and the UCI excerpt
-//! (`shared/tests/routing_evaluation.rs` computes them and checks the bound).
+//! (`lab/tests/routing_evaluation.rs` computes them and checks the bound).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

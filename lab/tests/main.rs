@@ -7,6 +7,7 @@
 //! file's tests with `cargo test -p <crate> --test integration <file>::`.
 
 mod functions_host_runtime;
+mod fuzz_corpus;
 mod history_reader;
 mod host_emulation_facts;
 mod routing_acceptance;

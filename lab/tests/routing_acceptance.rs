@@ -4,7 +4,7 @@
 //!
 //! The full seed storm (13 hours of virtual time, 30,612 tickets; naive's million calls) takes
 //! minutes in a debug build, so its two tests are ignored by default, like the full soak: run
-//! them with `cargo test --release -p stormgate-shared --test integration routing_acceptance:: -- --ignored`
+//! them with `cargo test --release -p stormgate-lab --test integration routing_acceptance:: -- --ignored`
 //! (about 30 s). Every run of the test suite replays the calm day and the storm's first six
 //! hours (its arrival and two hours of peak) with premium the bottleneck.
 

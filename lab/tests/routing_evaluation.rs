@@ -2,7 +2,7 @@
 //! holds, premium takes no more tickets, and no ticket is routed below ServiceNow's priority.
 //! Prints the before/after tables docs/classifier-report.md records; the whole seed storm
 //! (30,612 tickets, minutes in a debug build) is ignored by default:
-//! `cargo test --release -p stormgate-shared --test integration routing_evaluation:: -- --ignored --nocapture`.
+//! `cargo test --release -p stormgate-lab --test integration routing_evaluation:: -- --ignored --nocapture`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

@@ -5,7 +5,7 @@
 //! The short soak runs in CI (12 days, 240 tickets a day, a 6x storm of two days, 3 days
 //! of retention). The full one (60 days at 3,000 a day with a 6x storm week, 14 days of
 //! retention) is the figure in docs/operations.md: `cargo test --release -p
-//! stormgate-shared --test integration soak:: -- --ignored --nocapture`, or `stormgate soak` against a
+//! stormgate-lab --test integration soak:: -- --ignored --nocapture`, or `stormgate soak` against a
 //! Redis of one's own.
 
 #![allow(clippy::unwrap_used, clippy::panic, reason = "test code")]

@@ -5,7 +5,7 @@
 //! `maximumInterval`, which it keeps (the host's `RandomizedExponentialBackoffStrategy`,
 //! r uniform in [0.8, 1.2]). The emulation takes r = 1, the middle of the spread, so a
 //! run is repeatable. `tests/fixtures/platform/retry-and-offsets.json` records these
-//! facts with their origin; `handlers/tests/host_emulation_facts.rs` holds the constants
+//! facts with their origin; `lab/tests/host_emulation_facts.rs` holds the constants
 //! below to it.
 
 use std::time::Duration;
