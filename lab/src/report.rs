@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::history::HistoryReport;
 use crate::replay::{IngestTally, PolicyRun};
 use crate::scenario::Scenario;
-use crate::slo::{Slo, Verdict, verdict};
+use crate::slo::{Check, Slo, Verdict};
 use stormgate_shared::clock::EpochMillis;
 use stormgate_shared::deadline_policy::DeadlinePolicy;
 use stormgate_shared::job::{SummaryKind, Tier};
@@ -500,6 +500,56 @@ pub fn thousands(n: u64) -> String {
         out.push(c);
     }
     out
+}
+
+/// Judges one policy's figures against the service levels.
+pub fn verdict(p: &PolicyReport, slo: &Slo) -> Verdict {
+    let mut checks = vec![Check {
+        name: "tickets without a summary".into(),
+        measured: thousands(p.summaries.none),
+        bound: "0".into(),
+        met: p.summaries.none == 0,
+    }];
+    for (severity, bound) in [
+        (Severity::P1, slo.p1_seconds),
+        (Severity::P2, slo.p2_seconds),
+    ] {
+        let tickets = p.tickets_by_severity.get(severity.as_str()).copied();
+        let p95 = p.llm_summary_seconds.get(severity.as_str()).map(|x| x.p95);
+        let (measured, met) = match (p95, tickets) {
+            (Some(v), _) => (format!("{} s", thousands(v.round() as u64)), v <= bound),
+            // No ticket of this severity: nothing to be late.
+            (None, Some(0) | None) => ("no tickets".to_owned(), true),
+            (None, Some(_)) => ("none summarized".to_owned(), false),
+        };
+        checks.push(Check {
+            name: format!("{severity} LLM summary p95"),
+            measured,
+            bound: format!("≤ {bound:.0} s"),
+            met,
+        });
+    }
+    let missing: u64 = Severity::ALL
+        .iter()
+        .filter(|s| **s <= slo.llm_up_to)
+        .filter_map(|s| p.without_llm_summary.get(s.as_str()))
+        .sum();
+    checks.push(Check {
+        name: format!("P1–{} tickets without an LLM summary", slo.llm_up_to),
+        measured: thousands(missing),
+        bound: "0".into(),
+        met: missing == 0,
+    });
+    checks.push(Check {
+        name: "HTTP 429s".into(),
+        measured: thousands(p.http_429),
+        bound: "0".into(),
+        met: p.http_429 == 0,
+    });
+    Verdict {
+        met: checks.iter().all(|c| c.met),
+        checks,
+    }
 }
 
 /// The headline figures.
@@ -1166,6 +1216,13 @@ pub fn html(report: &Report) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn thousands_are_grouped() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1_068_730), "1,068,730");
+    }
 
     #[test]
     fn percentiles_pick_ranks() {

@@ -256,7 +256,6 @@ const CYCLES_YET_TO_BREAK: &[(&str, &str, &[&str])] = &[
             "summarize",
         ],
     ),
-    ("stormgate-lab", "crate", &["report", "slo"]),
     ("stormgate-shared", "crate::signals", &["status", "verdict"]),
 ];
 
