@@ -11,12 +11,12 @@
 # code, so what the fuzzer looks for is panics, failed invariants, runaway memory and
 # time; SANITIZER=address adds ASan (a nightly-only flag, unlocked with RUSTC_BOOTSTRAP=1).
 #
-# --ci builds the targets that do not need the handler crate (ticket_event, log_bounding,
-# history_export)
+# --ci builds the targets that do not need the handler crate (ticket_event, log_bounding)
 # with a quick-to-build profile: the handler crate's Azure SDK and HTTP stack make an
-# instrumented build several times longer than CI's budget. The invocation decoder is
-# fuzzed by hand; in CI its corpus is replayed by handlers/tests/fuzz_corpus.rs and its
-# properties run as proptests.
+# instrumented build several times longer than CI's budget. The invocation decoder and
+# the storm lab's history reader (history_export: the lab crate depends on the handler
+# crate) are fuzzed by hand; in CI their corpora are replayed by
+# handlers/tests/fuzz_corpus.rs and lab/tests/fuzz_corpus.rs.
 #
 # New interesting inputs go to fuzz/target/corpus/<target>/ (scratch; the committed seed
 # corpus fuzz/corpus/<target>/ is only read: copy small, useful finds into it). A crash is
@@ -32,7 +32,7 @@ if [ "${1:-}" = "--ci" ]; then
     shift
     profile=fuzz-ci
     features=(--no-default-features)
-    targets_by_default=(ticket_event log_bounding history_export)
+    targets_by_default=(ticket_event log_bounding)
 fi
 seconds="${1:-60}"
 shift || true

@@ -4,9 +4,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use stormgate_lab::history::{DateOrder, HistoryOptions, LevelScale, read_history};
 use stormgate_shared::clock::EpochMillis;
 use stormgate_shared::event::{CdcHeaders, ParseLimits, parse_event};
-use stormgate_shared::lab::history::{DateOrder, HistoryOptions, LevelScale, read_history};
 
 fuzz_target!(|input: &[u8]| {
     // One byte of options, the rest is the export.

@@ -5,23 +5,19 @@
 
 pub mod app;
 pub mod classifier_loader;
-pub mod cli;
 pub mod config;
 pub mod deliveries;
 pub mod error;
 pub mod fault_injection;
 pub mod functions;
-pub mod functions_host;
 pub mod invocation;
 pub mod lazy_store;
-pub mod local;
 pub mod openai;
 pub mod redis_connector;
 pub mod related_search;
 pub mod secrets;
 pub mod servicenow;
 pub mod signals;
-pub mod simulator_http;
 pub mod state;
 pub mod system_clock;
 pub mod telemetry;

@@ -1,4 +1,4 @@
-//! Tests of the handler edge: the router, the functions as the host drives them, the command line.
+//! Tests of the handler edge: the router, the functions as the host drives them, the handler process.
 //!
 //! One test binary for the crate: every file beside this one is a module of it, so the
 //! dependencies are linked and their generics compiled once, not once per file. Run one
@@ -6,24 +6,16 @@
 
 mod classify_function;
 mod console_api;
-mod dead_letters;
 mod dispatch_function;
 mod doc_links;
 mod function_defs;
-mod functions_host_runtime;
 mod fuzz_corpus;
 mod handler_process;
-mod host_emulation_facts;
-mod local_stack;
 mod pipeline;
 mod read_api;
 mod redis_connector;
 mod redis_tls;
-mod replay_history_command;
 mod routes;
 mod secrets_never_leak;
 mod settings_docs;
-mod simulator_http;
-mod soak_command;
 mod support;
-mod train_command;

@@ -217,8 +217,8 @@ async fn every_accepted_ticket_is_handed_to_exactly_one_tier_message() {
 /// calls them, then the LLM summaries read back through `GET /api/summaries/{ticket}`.
 #[tokio::test]
 async fn the_handler_process_summarizes_through_the_simulator_and_writes_work_notes_back() {
-    use stormgate_handlers::simulator_http::spawn_simulator;
-    use stormgate_shared::lab::simulator::{DeploymentConfig, Latency, SimulatorConfig};
+    use stormgate_lab::simulator::{DeploymentConfig, Latency, SimulatorConfig};
+    use stormgate_lab::simulator_http::spawn_simulator;
 
     let redis = RedisServer::start().unwrap();
     let deployments = ["premium-deployment", "standard-deployment"]
@@ -323,11 +323,11 @@ async fn classify_dispatch_summarize_ends_with_an_llm_summary_for_every_ticket()
     use stormgate_handlers::openai::{AzureOpenAiClient, OpenAiAuth, OpenAiConfig};
     use stormgate_handlers::redis_connector::RedisConnector;
     use stormgate_handlers::secrets::Secret;
-    use stormgate_handlers::simulator_http::spawn_simulator;
     use stormgate_handlers::state::AppState;
     use stormgate_handlers::system_clock::SystemClock;
     use stormgate_handlers::tier_runtime::SummarizeRuntime;
-    use stormgate_shared::lab::simulator::{DeploymentConfig, Latency, SimulatorConfig};
+    use stormgate_lab::simulator::{DeploymentConfig, Latency, SimulatorConfig};
+    use stormgate_lab::simulator_http::spawn_simulator;
     use stormgate_shared::summarize::{Deployment, SummarizeSettings};
     use tower::ServiceExt;
 

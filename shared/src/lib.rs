@@ -31,7 +31,6 @@ pub mod governor;
 pub mod headroom;
 pub mod ingest;
 pub mod job;
-pub mod lab;
 pub mod llm;
 pub mod log_bounding;
 pub mod metering;

@@ -1,5 +1,5 @@
 //! The Azure Functions host the end-to-end tests drive: the product's own host
-//! emulation (`stormgate_handlers::functions_host`), built from `function-defs/` and
+//! emulation (`stormgate_lab::functions_host`), built from `function-defs/` and
 //! `host.json`, step by step. `stormgate local` runs the same emulation in real time.
 //! It sends invocations to handler instances exactly as the host does, plays the Storage
 //! queues between `dispatch` and the tier functions with the host's semantics (a message
@@ -10,8 +10,8 @@
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test harness: a failure is a failed test
 
 use serde_json::Value;
-pub use stormgate_handlers::functions_host::retry_policy::RetryPolicy;
-pub use stormgate_handlers::functions_host::{
+pub use stormgate_lab::functions_host::retry_policy::RetryPolicy;
+pub use stormgate_lab::functions_host::{
     Answer, AppDefinition, FunctionsHost, QueuedMessage, timer_invocation,
 };
 

@@ -6,9 +6,9 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use serde_json::Value;
-pub use stormgate_handlers::functions_host::KafkaRecord;
-use stormgate_handlers::functions_host::payloads::{INCIDENT_TOPIC, kafka_batch};
-use stormgate_handlers::functions_host::runtime::wall_clock;
+pub use stormgate_lab::functions_host::KafkaRecord;
+use stormgate_lab::functions_host::payloads::{INCIDENT_TOPIC, kafka_batch};
+use stormgate_lab::functions_host::runtime::wall_clock;
 
 pub const TOPIC: &str = INCIDENT_TOPIC;
 

@@ -19,8 +19,8 @@ use fault_rig::{PREMIUM, Rig, RigOptions, STANDARD, request_kind};
 use serde_json::Value;
 use stormgate_e2e::recording_proxy::Exchange;
 use stormgate_e2e::tickets::event;
+use stormgate_lab::simulator::{Faults, HeaderVariant};
 use stormgate_shared::job::{SummaryKind, Tier};
-use stormgate_shared::lab::simulator::{Faults, HeaderVariant};
 use stormgate_shared::retry::RetryPolicy;
 use stormgate_shared::store::Store;
 

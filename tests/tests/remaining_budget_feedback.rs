@@ -20,12 +20,12 @@ use stormgate_handlers::config::{OpenAiAuth, RedisAuth, RedisSettings, Settings}
 use stormgate_handlers::lazy_store::LazyStore;
 use stormgate_handlers::redis_connector::RedisConnector;
 use stormgate_handlers::secrets::Secret;
-use stormgate_handlers::simulator_http::spawn_simulator;
 use stormgate_handlers::state::AppState;
 use stormgate_handlers::tier_runtime;
+use stormgate_lab::simulator::{DeploymentConfig, Latency, SimulatorConfig};
+use stormgate_lab::simulator_http::spawn_simulator;
 use stormgate_shared::clock::{Clock, EpochMillis, ManualClock};
 use stormgate_shared::job::{SummaryKind, Tier};
-use stormgate_shared::lab::simulator::{DeploymentConfig, Latency, SimulatorConfig};
 use stormgate_shared::testing::redis_server::RedisServer;
 use tower::ServiceExt;
 

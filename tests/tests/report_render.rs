@@ -9,9 +9,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use stormgate_shared::lab::replay::{ReplayOptions, replay};
-use stormgate_shared::lab::report::{Report, html};
-use stormgate_shared::lab::scenario::Scenario;
+use stormgate_lab::replay::{ReplayOptions, replay};
+use stormgate_lab::report::{Report, html};
+use stormgate_lab::scenario::Scenario;
 
 /// Debian's package installs `chromium`; .ci/run installs it when missing.
 fn chromium() -> PathBuf {
@@ -205,8 +205,8 @@ async fn the_html_report_has_verdicts_tables_and_charts_with_labelled_axes_in_ch
 #[test]
 fn the_plan_page_names_the_cheapest_quotas_and_labels_its_frontier_axes_in_chromium() {
     use std::collections::BTreeMap;
-    use stormgate_shared::lab::plan::{PlanGrid, PlanPoint, PlanReport, Quotas, plan_html};
-    use stormgate_shared::lab::report::SummaryCounts;
+    use stormgate_lab::plan::{PlanGrid, PlanPoint, PlanReport, Quotas, plan_html};
+    use stormgate_lab::report::SummaryCounts;
 
     let point = |premium: u64, cost: f64, p95: f64, meets: bool| PlanPoint {
         quotas: Quotas {

@@ -13,15 +13,13 @@ use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use stormgate_e2e::tickets::{event, record, ticket};
 use stormgate_handlers::openai::{AzureOpenAiClient, OpenAiAuth, OpenAiConfig};
-use stormgate_handlers::simulator_http::{SimulatorHandle, spawn_simulator};
+use stormgate_lab::simulator::{DeploymentConfig, Faults, HeaderVariant, Latency, SimulatorConfig};
+use stormgate_lab::simulator_http::{SimulatorHandle, spawn_simulator};
 use stormgate_shared::clock::{Clock, EpochMillis, ManualClock};
 use stormgate_shared::configured_sinks::Sinks;
 use stormgate_shared::governor::{DeploymentBudget, Governor, GovernorPolicy, RedisLedger};
 use stormgate_shared::job::JobId;
 use stormgate_shared::job::{SummaryKind, Tier};
-use stormgate_shared::lab::simulator::{
-    DeploymentConfig, Faults, HeaderVariant, Latency, SimulatorConfig,
-};
 use stormgate_shared::retry::{CallRecord, GiveUp, RetryPolicy};
 use stormgate_shared::scrubber::{ScrubContext, find_leaks};
 use stormgate_shared::sinks::{CustomerNotice, Owed, claim_notices};

@@ -100,7 +100,14 @@ fn shared_depends_on_no_http_stack() {
 #[test]
 fn every_module_opens_with_a_doc_comment_saying_its_role() {
     let mut missing = Vec::new();
-    for dir in ["shared/src", "handlers/src", "tests/src", "xtask/src"] {
+    for dir in [
+        "shared/src",
+        "handlers/src",
+        "lab/src",
+        "cli/src",
+        "tests/src",
+        "xtask/src",
+    ] {
         for file in rust_files(&repo_root().join(dir)) {
             let text = fs::read_to_string(&file).expect("read source");
             let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
@@ -120,7 +127,13 @@ fn every_module_opens_with_a_doc_comment_saying_its_role() {
 fn no_module_is_named_utils_or_helpers() {
     let vague = ["utils", "util", "helpers", "helper", "misc", "common"];
     let mut found = Vec::new();
-    for dir in ["shared/src", "handlers/src", "tests/src"] {
+    for dir in [
+        "shared/src",
+        "handlers/src",
+        "lab/src",
+        "cli/src",
+        "tests/src",
+    ] {
         for file in rust_files(&repo_root().join(dir)) {
             let stem = file.file_stem().and_then(|s| s.to_str()).unwrap_or("");
             let parent = file
@@ -149,6 +162,8 @@ fn only_the_end_to_end_tests_turn_the_fault_injection_hooks_on() {
         "Cargo.toml",
         "shared/Cargo.toml",
         "handlers/Cargo.toml",
+        "lab/Cargo.toml",
+        "cli/Cargo.toml",
         "tests/Cargo.toml",
         "xtask/Cargo.toml",
     ] {
@@ -182,7 +197,13 @@ fn only_the_end_to_end_tests_turn_the_fault_injection_hooks_on() {
 #[test]
 fn every_test_file_is_a_module_of_its_crates_test_binary() {
     let mut undeclared = Vec::new();
-    for dir in ["shared/tests", "handlers/tests", "tests/tests"] {
+    for dir in [
+        "shared/tests",
+        "handlers/tests",
+        "lab/tests",
+        "cli/tests",
+        "tests/tests",
+    ] {
         let dir = repo_root().join(dir);
         let main = fs::read_to_string(dir.join("main.rs")).expect("tests/main.rs");
         let declared: Vec<&str> = main
@@ -216,8 +237,7 @@ mod module_graph;
 /// sides need to where it belongs: `(crate, scope, members)`. The check fails on any
 /// cycle not listed (a new one, or a listed one that grew) and on a listed one that is
 /// gone, so this list only shrinks.
-const CYCLES_YET_TO_BREAK: &[(&str, &str, &[&str])] =
-    &[("stormgate-shared", "crate::lab", &["report", "slo"])];
+const CYCLES_YET_TO_BREAK: &[(&str, &str, &[&str])] = &[];
 
 #[test]
 fn no_modules_of_a_crate_import_each_other() {
@@ -229,6 +249,8 @@ fn no_modules_of_a_crate_import_each_other() {
     for (name, src) in [
         ("stormgate-shared", "shared/src"),
         ("stormgate-handlers", "handlers/src"),
+        ("stormgate-lab", "lab/src"),
+        ("stormgate-cli", "cli/src"),
     ] {
         for cycle in module_graph::cycles(name, &module_graph::crate_graph(&repo_root(), src)) {
             let known = CYCLES_YET_TO_BREAK.iter().position(|(c, scope, members)| {

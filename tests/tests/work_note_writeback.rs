@@ -22,12 +22,12 @@ use stormgate_handlers::config::{
 use stormgate_handlers::lazy_store::LazyStore;
 use stormgate_handlers::redis_connector::RedisConnector;
 use stormgate_handlers::secrets::Secret;
-use stormgate_handlers::simulator_http::{SimulatorHandle, spawn_simulator};
 use stormgate_handlers::state::AppState;
 use stormgate_handlers::tier_runtime;
+use stormgate_lab::simulator::{DeploymentConfig, Latency, SimulatorConfig};
+use stormgate_lab::simulator_http::{SimulatorHandle, spawn_simulator};
 use stormgate_shared::clock::{EpochMillis, ManualClock};
 use stormgate_shared::job::{SummaryKind, Tier};
-use stormgate_shared::lab::simulator::{DeploymentConfig, Latency, SimulatorConfig};
 use stormgate_shared::store::Store;
 use stormgate_shared::testing::redis_server::RedisServer;
 use tower::ServiceExt;

@@ -27,12 +27,12 @@ use stormgate_handlers::fault_injection::{AdvancedClock, CLOCK_OFFSET_FILE, DISA
 use stormgate_handlers::lazy_store::LazyStore;
 use stormgate_handlers::redis_connector::RedisConnector;
 use stormgate_handlers::system_clock::SystemClock;
+use stormgate_lab::simulator::{DeploymentConfig, Faults, Latency, SimulatorConfig};
 use stormgate_shared::classifier::Classifier;
 use stormgate_shared::clock::{Clock, ManualClock};
 use stormgate_shared::governor::Governor;
 use stormgate_shared::ingest::{IngestContext, IngestPolicy, MIN_HOLD, prepare};
 use stormgate_shared::job::{SummaryKind, Tier};
-use stormgate_shared::lab::simulator::{DeploymentConfig, Faults, Latency, SimulatorConfig};
 use stormgate_shared::prompts;
 use stormgate_shared::store::Store;
 use stormgate_shared::store::memory::MemoryStore;
@@ -48,7 +48,7 @@ use stormgate_e2e::kafka::Topic;
 use stormgate_e2e::recording_proxy::{Exchange, RecordingProxy};
 use stormgate_e2e::servicenow_server::FakeServiceNow;
 use stormgate_e2e::tickets::ticket;
-use stormgate_handlers::simulator_http::{SimulatorHandle, spawn_simulator};
+use stormgate_lab::simulator_http::{SimulatorHandle, spawn_simulator};
 
 pub const PREMIUM: &str = "premium-deployment";
 pub const STANDARD: &str = "standard-deployment";
