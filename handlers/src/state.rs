@@ -1,6 +1,8 @@
-//! [`AppState`]: what every function gets from the process that serves it: the store
-//! and the governor over its ledger (both connected on first use), the ingest and
-//! dispatch policies, the clock, the settings and the tier functions' runtime.
+//! [`AppState`]: what every function gets from the process that serves it: the product
+//! as the one assembly ([`stormgate_shared::assembly`]) builds it (the store and the
+//! governor over its ledger, both connected on first use, the classifier, the ingest and
+//! dispatch policies, the clock, the tier functions' runtime) and the handler's own edge
+//! (settings, ServiceNow sink, series, controls).
 //!
 //! Its own module so that the router ([`crate::app`]), the functions and the edge
 //! modules they share (deliveries, signals) all depend on it and it on none of them.
