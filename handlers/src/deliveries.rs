@@ -84,7 +84,7 @@ pub fn sinks(state: &AppState) -> Sinks {
 }
 
 fn work_note_sink(state: &AppState) -> Option<&WorkNoteSink> {
-    state.summarization.as_ref()?.work_notes.as_ref()
+    state.work_notes.as_deref()
 }
 
 /// Work notes waiting in the ServiceNow outbox (0 when write-back is off).

@@ -1,5 +1,5 @@
-//! The tier functions' runtime as the deployed handler builds it from its settings: the
-//! Azure OpenAI client, the two deployments on the shared governor, the optional
+//! The deployed handler's clients, built from its settings and handed to the one assembly
+//! ([`crate::state::AppState::assemble`]): the Azure OpenAI client, the optional
 //! ServiceNow work-note sink with its outbox in Redis, and the optional related-context
 //! search (Azure AI Search).
 //!
@@ -11,32 +11,24 @@ use std::time::Duration;
 
 use azure_identity::{ManagedIdentityCredential, ManagedIdentityCredentialOptions, UserAssignedId};
 use stormgate_shared::clock::Clock;
-use stormgate_shared::job::Tier;
 use stormgate_shared::llm::LlmClient;
 use stormgate_shared::related_context::RelatedContext;
-use stormgate_shared::summarize::{Deployment, SummarizeSettings};
 
 use crate::config::{
-    OpenAiAuth as OpenAiAuthSetting, SearchSettings, ServiceNowSettings, Settings, TierSettings,
+    OpenAiAuth as OpenAiAuthSetting, SearchSettings, ServiceNowSettings, Settings,
 };
 use crate::openai::{AzureOpenAiClient, OpenAiAuth, OpenAiConfig, OpenAiSetupError};
 use crate::redis_connector::RedisConnector;
 use crate::related_search::{AzureSearch, SearchConfig};
 use crate::servicenow::{ServiceNowClient, ServiceNowConfig, WorkNoteOutbox, WorkNoteSink};
 
-/// What the tier functions need beyond the store and the state's governor: the LLM client, the
-/// two deployments and the optional ServiceNow sink. Built once at start-up.
-#[derive(Debug)]
-pub struct SummarizeRuntime {
-    pub client: Arc<dyn LlmClient>,
-    pub premium: Deployment,
-    pub standard: Deployment,
-    pub settings: SummarizeSettings,
-    pub work_notes: Option<WorkNoteSink>,
-    /// Similar past incidents for technician prompts (Azure AI Search), if configured.
+/// The handler's clients beyond the store: Azure OpenAI, Azure AI Search, ServiceNow;
+/// what it passes the one assembly ([`crate::state::AppState::assemble`]).
+#[derive(Debug, Default)]
+pub struct EdgeClients {
+    pub llm: Option<Arc<dyn LlmClient>>,
     pub related: Option<Arc<dyn RelatedContext>>,
-    /// Mixed into each invocation's jitter seed.
-    pub seed: u64,
+    pub work_notes: Option<WorkNoteSink>,
 }
 
 /// One chat completion, connection to last byte. Long enough for a slow answer of a few
@@ -63,15 +55,13 @@ pub enum RuntimeSetupError {
     Search(reqwest::Error),
 }
 
-/// Builds the runtime (its calls admitted through the state's governor, so dispatch and
-/// every retry share one budget per deployment); `redis` is the store's connector, whose namespace and
-/// credentials the work-note outbox uses; `seed` is mixed into every jitter sequence.
+/// Builds the clients; `redis` is the store's connector, whose namespace and credentials
+/// the work-note outbox uses.
 pub fn build(
     settings: &Settings,
     clock: Arc<dyn Clock>,
     redis: &RedisConnector,
-    seed: u64,
-) -> Result<SummarizeRuntime, RuntimeSetupError> {
+) -> Result<EdgeClients, RuntimeSetupError> {
     let client = openai_client(settings, clock)?;
     let work_notes = settings
         .servicenow
@@ -79,23 +69,11 @@ pub fn build(
         .map(|servicenow| work_note_sink(servicenow, redis))
         .transpose()?;
     let related = settings.search.as_ref().map(related_search).transpose()?;
-    Ok(SummarizeRuntime {
-        client: Arc::new(client),
-        premium: deployment(Tier::Premium, &settings.premium),
-        standard: deployment(Tier::Standard, &settings.standard),
-        settings: SummarizeSettings::default(),
-        work_notes,
+    Ok(EdgeClients {
+        llm: Some(Arc::new(client)),
         related,
-        seed,
+        work_notes,
     })
-}
-
-fn deployment(tier: Tier, settings: &TierSettings) -> Deployment {
-    Deployment {
-        tier,
-        name: settings.deployment.clone(),
-        model: settings.model.clone(),
-    }
 }
 
 fn openai_client(

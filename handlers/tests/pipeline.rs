@@ -325,10 +325,9 @@ async fn classify_dispatch_summarize_ends_with_an_llm_summary_for_every_ticket()
     use stormgate_handlers::secrets::Secret;
     use stormgate_handlers::state::AppState;
     use stormgate_handlers::system_clock::SystemClock;
-    use stormgate_handlers::tier_runtime::SummarizeRuntime;
+    use stormgate_handlers::tier_runtime::EdgeClients;
     use stormgate_lab::simulator::{DeploymentConfig, Latency, SimulatorConfig};
     use stormgate_lab::simulator_http::spawn_simulator;
-    use stormgate_shared::summarize::{Deployment, SummarizeSettings};
     use tower::ServiceExt;
 
     let redis = RedisServer::start().unwrap();
@@ -370,26 +369,17 @@ async fn classify_dispatch_summarize_ends_with_an_llm_summary_for_every_ticket()
         clock.clone(),
     )
     .unwrap();
-    let deployment = |tier, t: &stormgate_handlers::config::TierSettings| Deployment {
-        tier,
-        name: t.deployment.clone(),
-        model: t.model.clone(),
+    let clients = EdgeClients {
+        llm: Some(Arc::new(client)),
+        ..EdgeClients::default()
     };
-    let (premium, standard) = (
-        deployment(Tier::Premium, &settings.premium),
-        deployment(Tier::Standard, &settings.standard),
+    let state = AppState::assemble(
+        settings,
+        LazyStore::new(Arc::new(connector)),
+        clock,
+        clients,
+        7,
     );
-    let state = AppState::new(settings, LazyStore::new(Arc::new(connector)), clock);
-    let runtime = SummarizeRuntime {
-        client: Arc::new(client),
-        premium,
-        standard,
-        settings: SummarizeSettings::default(),
-        work_notes: None,
-        related: None,
-        seed: 7,
-    };
-    let state = state.with_summarization(runtime);
     let send = |method: &str, path: String, body: Option<Value>| {
         let request = Request::builder()
             .method(method)

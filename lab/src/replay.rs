@@ -2,12 +2,13 @@
 //!
 //! Each policy gets its own fresh simulator (same deployments, same seed) and its own
 //! store, and runs on a [`VirtualTime`] scheduler:
-//! - `stormgate` drives the product itself: [`stormgate_shared::ingest::classify_batch`] for every
-//!   event as it arrives, [`stormgate_shared::dispatcher::dispatch_once`] on the dispatch timer's
-//!   period, [`stormgate_shared::summarize::TierWorker::summarize_group`] for every admitted group
-//!   (one invocation per queue message, as the tier functions run), and the extractive
-//!   write-and-acknowledge for groups the dispatcher spills to the extractive tier;
-//!   the governor and store are the real ones (memory, or Redis with a URL).
+//! - `stormgate` drives the product as the one assembly ([`stormgate_shared::assembly`]) builds it,
+//!   over the simulator and the memory store (or Redis with a URL), with related context
+//!   switched off: ingest for every event as it arrives (what
+//!   [`stormgate_shared::ingest::classify_batch`] does), [`stormgate_shared::dispatcher::dispatch_once`] on the
+//!   dispatch timer's period, [`stormgate_shared::summarize::TierWorker::summarize_admitted`] for
+//!   every admitted group (one invocation per queue message, as the tier functions run),
+//!   and the extractive settlement for jobs the dispatcher spills to the extractive tier.
 //! - `naive` is the seed's original design, written here as a policy: every summary is
 //!   one call to the premium deployment with the whole log, retried by three stacked
 //!   layers (SDK 2 retries honouring Retry-After, a wrapper's 3 attempts and a graph
@@ -21,8 +22,6 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rand::SeedableRng;
-use rand::rngs::SmallRng;
 use serde::{Deserialize, Serialize};
 
 use crate::scenario::{Scenario, ScenarioError};
@@ -31,15 +30,17 @@ use crate::simulator::{
 };
 use crate::trace::TraceEvent;
 use crate::virtual_time::{Shared, VirtualClock, VirtualTime};
+use stormgate_shared::assembly::{
+    ClassifierSettings, DeploymentSettings, Product, ProductIo, ProductSettings,
+    RelatedContextMode, Summarizer, assemble,
+};
 use stormgate_shared::classifier::Classifier;
 use stormgate_shared::clock::{Clock, EpochMillis};
 use stormgate_shared::deployment_name::DeploymentName;
 use stormgate_shared::dispatch_policy::DispatchConfig;
 use stormgate_shared::dispatcher::{DispatchContext, dispatch_once};
 use stormgate_shared::event::parse_event;
-use stormgate_shared::governor::{
-    DeploymentBudget, Governor, GovernorPolicy, Ledger, MemoryLedger,
-};
+use stormgate_shared::governor::{GovernorPolicy, Ledger, MemoryLedger};
 use stormgate_shared::ingest::{IngestContext, IngestPolicy, RawEvent, classify_batch, prepare};
 use stormgate_shared::job::{JobId, SummaryKind, Tier};
 use stormgate_shared::llm::{ChatMessage, ChatRequest, LlmClient, LlmError, Role};
@@ -48,7 +49,7 @@ use stormgate_shared::routing::Routing;
 use stormgate_shared::severity::Severity;
 use stormgate_shared::store::memory::MemoryStore;
 use stormgate_shared::store::{IngestOutcome, IngestRecord, Lease, Store};
-use stormgate_shared::summarize::{Deployment, SummarizeSettings, SummarySource, TierWorker};
+use stormgate_shared::summarize::{SummarizeSettings, SummarySource};
 
 /// The policies a replay can compare.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -816,17 +817,11 @@ async fn naive_call_chain(
 
 // ------------------------------------------------------------ stormgate policy
 
-/// The product's parts the stormgate policy runs, shared by its tasks.
-struct Product {
-    store: Arc<dyn Store>,
-    governor: Governor,
-    classifier: Classifier,
-    ingest: IngestPolicy,
-    dispatch: DispatchConfig,
-    client: Arc<dyn LlmClient>,
-    clock: VirtualClock,
-    premium: Deployment,
-    standard: Deployment,
+/// The product the stormgate policy runs, as the one assembly built it, shared by its tasks.
+struct Running {
+    product: Product<Arc<dyn Store>>,
+    classifier: Arc<Classifier>,
+    summarizer: Arc<Summarizer>,
     seed: u64,
 }
 
@@ -839,6 +834,34 @@ fn deployment_name(name: &str) -> Result<DeploymentName, ReplayError> {
     )
 }
 
+/// The product's settings for a replay: the scenario's deployments, the options' governor
+/// and seed, the product's defaults otherwise, and no related context, so that a replay
+/// depends on its trace alone.
+fn product_settings(
+    scenario: &Scenario,
+    options: &ReplayOptions,
+) -> Result<ProductSettings, ReplayError> {
+    let deployment = |d: &crate::scenario::DeploymentSpec| {
+        Ok::<_, ReplayError>(DeploymentSettings {
+            name: deployment_name(&d.deployment)?,
+            model: d.model.clone(),
+            tokens_per_minute: d.tpm,
+            requests_per_minute: d.requests_per_minute()?,
+        })
+    };
+    Ok(ProductSettings {
+        premium: deployment(&scenario.premium)?,
+        standard: deployment(&scenario.standard)?,
+        governor: options.governor,
+        ingest: IngestPolicy::default(),
+        dispatch: DispatchConfig::default(),
+        summarize: SummarizeSettings::default(),
+        classifier: ClassifierSettings::default(),
+        related_context: RelatedContextMode::Off,
+        seed: options.seed,
+    })
+}
+
 async fn start_stormgate(
     vt: &Arc<VirtualTime>,
     scenario: &Scenario,
@@ -847,47 +870,35 @@ async fn start_stormgate(
     client: Arc<ThrottleCounting>,
     recorder: Shared<Recorder>,
 ) -> Result<Arc<dyn Store>, ReplayError> {
-    let clock = vt.clock();
     let (store, ledger) = backend(&options.backend, options.seed).await?;
-    let budgets = [
-        (Tier::Premium, &scenario.premium),
-        (Tier::Standard, &scenario.standard),
-    ]
-    .into_iter()
-    .map(|(tier, d)| {
-        Ok(DeploymentBudget {
-            tier,
-            deployment: deployment_name(&d.deployment)?,
-            tpm: d.tpm,
-            rpm: d.requests_per_minute()?,
-        })
-    })
-    .collect::<Result<Vec<_>, ReplayError>>()?;
-    let governor = Governor::new(ledger, options.governor, budgets);
-    let classifier = Classifier::embedded().map_err(|e| ReplayError::Setup(e.to_string()))?;
-    let store_handle = store.clone();
-    let product = Rc::new(Product {
+    let io = ProductIo {
         store,
-        governor,
+        ledger,
+        llm: Some(client as Arc<dyn LlmClient>),
+        related: None,
+    };
+    let product = assemble(
+        product_settings(scenario, options)?,
+        io,
+        Arc::new(vt.clock()),
+    );
+    let classifier = product
+        .classifier
+        .clone()
+        .map_err(|e| ReplayError::Setup(e.to_string()))?;
+    let summarizer = product
+        .summarizer
+        .clone()
+        .ok_or_else(|| ReplayError::Setup("assembled without its LLM client".into()))?;
+    let store_handle = product.store.clone();
+    let running = Rc::new(Running {
+        product,
         classifier,
-        ingest: IngestPolicy::default(),
-        dispatch: DispatchConfig::default(),
-        client,
-        clock: clock.clone(),
-        premium: Deployment {
-            tier: Tier::Premium,
-            name: deployment_name(&scenario.premium.deployment)?,
-            model: scenario.premium.model.clone(),
-        },
-        standard: Deployment {
-            tier: Tier::Standard,
-            name: deployment_name(&scenario.standard.deployment)?,
-            model: scenario.standard.model.clone(),
-        },
+        summarizer,
         seed: options.seed,
     });
-    start_feed(vt, plan, product.clone(), recorder.clone());
-    start_dispatch(vt, options.dispatch_period, product, recorder);
+    start_feed(vt, plan, running.clone(), recorder.clone());
+    start_dispatch(vt, options.dispatch_period, running, recorder);
     Ok(store_handle)
 }
 
@@ -921,22 +932,23 @@ async fn backend(
 fn start_feed(
     vt: &Arc<VirtualTime>,
     plan: Arc<PreparedTrace>,
-    product: Rc<Product>,
+    running: Rc<Running>,
     recorder: Shared<Recorder>,
 ) {
     let clock = vt.clock();
     vt.spawn(async move {
+        let product = &running.product;
         for (i, e) in plan.events.iter().enumerate() {
             let wait = e.at().since(clock.now());
             if !wait.is_zero() {
                 clock.sleep(wait).await;
             }
-            register_arrival(&recorder, product.seed, e);
+            register_arrival(&recorder, running.seed, e);
             let now = clock.now();
             let ctx = IngestContext {
                 store: product.store.as_ref(),
-                clock: &product.clock,
-                classifier: &product.classifier,
+                clock: product.clock.as_ref(),
+                classifier: &running.classifier,
                 policy: &product.ingest,
             };
             // Prepared beforehand at this very instant, or now: the same record.
@@ -944,7 +956,7 @@ fn start_feed(
             let prepared = match plan.prepared_at(i, now) {
                 Some(p) => p,
                 None => {
-                    computed = prepare_event(e, product.seed, &ctx, now);
+                    computed = prepare_event(e, running.seed, &ctx, now);
                     &computed
                 }
             };
@@ -954,7 +966,7 @@ fn start_feed(
                 }
                 Prepared::Rejected { reason } => {
                     // The product's own path dead-letters it, exactly as `classify` would.
-                    let raw = raw_event(e, product.seed);
+                    let raw = raw_event(e, running.seed);
                     let _ = classify_batch(std::slice::from_ref(&raw), &ctx).await;
                     Fate::Rejected(reason.clone())
                 }
@@ -1128,40 +1140,41 @@ impl PreparedTrace {
 fn start_dispatch(
     vt: &Arc<VirtualTime>,
     period: Duration,
-    product: Rc<Product>,
+    running: Rc<Running>,
     recorder: Shared<Recorder>,
 ) {
     let clock = vt.clock();
     let vt2 = vt.clone();
     vt.spawn(async move {
+        let product = &running.product;
         let mut invocation: u64 = 0;
         loop {
             let tick_started = clock.now();
             let ctx = DispatchContext {
                 store: product.store.as_ref(),
                 governor: &product.governor,
-                clock: &product.clock,
+                clock: product.clock.as_ref(),
                 config: &product.dispatch,
                 emit_gauges: false,
             };
             if let Ok(outcome) = dispatch_once(&ctx).await {
                 for spilled in outcome.extractive_work() {
                     for lease in &spilled.leases {
-                        settle_extractive(&product, lease, &recorder).await;
+                        settle_extractive(product, lease, &recorder).await;
                     }
                 }
                 for group in outcome.admitted {
                     invocation += 1;
-                    let product = product.clone();
+                    let running = running.clone();
                     let recorder = recorder.clone();
                     recorder.borrow_mut().in_flight += group.leases.len() as u64;
-                    let seed = product.seed ^ invocation.wrapping_mul(0x9E37_79B9);
+                    let seed = running.seed ^ invocation.wrapping_mul(0x9E37_79B9);
                     vt2.spawn(async move {
-                        run_tier_worker(&product, group, seed, &recorder).await;
+                        run_tier_worker(&running, group, seed, &recorder).await;
                     });
                 }
             }
-            let (pending, leased) = queued(&product).await;
+            let (pending, leased) = queued(product.store.as_ref()).await;
             let drained = {
                 let mut r = recorder.borrow_mut();
                 r.pending = pending;
@@ -1178,10 +1191,10 @@ fn start_dispatch(
 }
 
 /// Jobs queued (pending or held) and leased over the LLM tiers.
-async fn queued(product: &Product) -> (u64, u64) {
+async fn queued(store: &dyn Store) -> (u64, u64) {
     let mut totals = (0, 0);
     for tier in Tier::LLM {
-        if let Ok(s) = product.store.queue_stats(tier).await {
+        if let Ok(s) = store.queue_stats(tier).await {
             totals.0 += s.pending + s.held;
             totals.1 += s.leased;
         }
@@ -1190,28 +1203,28 @@ async fn queued(product: &Product) -> (u64, u64) {
 }
 
 async fn run_tier_worker(
-    product: &Product,
+    running: &Running,
     group: stormgate_shared::dispatcher::AdmittedGroup,
     seed: u64,
     recorder: &Shared<Recorder>,
 ) {
-    let deployment = match group.tier {
-        Tier::Premium => product.premium.clone(),
-        _ => product.standard.clone(),
-    };
-    let worker = TierWorker {
-        store: product.store.as_ref(),
-        client: product.client.as_ref(),
-        gate: &product.governor,
-        clock: &product.clock,
+    let product = &running.product;
+    let summarizer = &running.summarizer;
+    // Dispatch admits LLM tiers only; anything else would go where the standard tier goes.
+    let deployment = summarizer
+        .deployment(group.tier)
+        .unwrap_or(&summarizer.standard)
+        .clone();
+    let worker = summarizer.worker(
+        product.store.as_ref(),
+        &product.governor,
+        product.clock.as_ref(),
         deployment,
-        settings: SummarizeSettings::default(),
-        rng: std::sync::Mutex::new(SmallRng::seed_from_u64(seed)),
-        related: None,
+        seed,
         // The lab measures the LLM path: its sinks are the read side of the store.
-        sinks: stormgate_shared::configured_sinks::Sinks::NONE,
-        holder: format!("lab-{seed:x}"),
-    };
+        stormgate_shared::configured_sinks::Sinks::NONE,
+        format!("lab-{seed:x}"),
+    );
     let outcome = worker.summarize_admitted(&group).await;
     let now = product.clock.now();
     let mut r = recorder.borrow_mut();
@@ -1241,12 +1254,16 @@ async fn run_tier_worker(
 
 /// A job the dispatcher spilled to the extractive tier: settled exactly as the dispatch
 /// function settles it (degraded extractive summary, then ack), then recorded.
-async fn settle_extractive(product: &Product, lease: &Lease, recorder: &Shared<Recorder>) {
+async fn settle_extractive(
+    product: &Product<Arc<dyn Store>>,
+    lease: &Lease,
+    recorder: &Shared<Recorder>,
+) {
     let now = product.clock.now();
     // A store failure leaves the lease to expire and be dispatched again, as in production.
     let _ = stormgate_shared::extractive_settlement::settle_extractive(
         &*product.store,
-        &product.clock,
+        product.clock.as_ref(),
         lease,
         stormgate_shared::configured_sinks::Sinks::NONE,
     )

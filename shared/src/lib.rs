@@ -10,6 +10,7 @@
 //! This crate knows neither HTTP nor the Azure Functions payload format, never reads
 //! the environment, and never reads the system clock: time comes from a [`clock::Clock`].
 
+pub mod assembly;
 pub mod classifier;
 pub mod clock;
 pub mod configured_sinks;

@@ -25,6 +25,7 @@ mod remaining_budget_feedback;
 mod report_render;
 mod servicenow_writeback;
 mod summarize_e2e;
+mod test_app;
 mod tidy;
 mod tier_function;
 mod work_note_writeback;

@@ -1,4 +1,5 @@
-//! Related context from Azure AI Search, as the deployed handler wires it: with the three
+//! Related context from Azure AI Search, as the deployed handler assembles it
+//! ([`crate::test_app::spawn_app`]): with the three
 //! `STORMGATE_SEARCH_*` settings, `summarize-premium` asks a local server speaking the
 //! search REST shape for incidents like the ticket's short description, puts a bounded
 //! excerpt inside the technician prompt's delimited user content, and counts it in the
@@ -8,90 +9,47 @@
 
 use std::sync::Arc;
 
-use axum::body::Body;
-use axum::http::Request;
-use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use stormgate_e2e::openai_server::FakeAzureOpenAi;
 use stormgate_e2e::search_server::FakeSearch;
 use stormgate_e2e::tickets::{event, record};
-use stormgate_handlers::app::app;
-use stormgate_handlers::config::{OpenAiAuth, RedisAuth, RedisSettings, SearchSettings, Settings};
-use stormgate_handlers::lazy_store::LazyStore;
-use stormgate_handlers::redis_connector::RedisConnector;
+use stormgate_handlers::config::{SearchSettings, Settings};
 use stormgate_handlers::related_search::SEARCH_API_VERSION;
 use stormgate_handlers::secrets::Secret;
-use stormgate_handlers::state::AppState;
-use stormgate_handlers::tier_runtime;
 use stormgate_shared::clock::{Clock, EpochMillis, ManualClock};
 use stormgate_shared::job::{SummaryKind, Tier};
 use stormgate_shared::metering;
 use stormgate_shared::prompts::{RELATED_MAX_CHARS, TECHNICIAN_RELATED_V1, TECHNICIAN_V1};
-use stormgate_shared::store::Store;
-use stormgate_shared::testing::redis_server::RedisServer;
-use tower::ServiceExt;
+
+use crate::test_app::{Llm, TestApp, spawn_app};
 
 const T0: EpochMillis = EpochMillis(1_800_000_000_000);
 
 struct Rig {
-    _redis: RedisServer,
     openai: FakeAzureOpenAi,
-    store: Arc<dyn Store>,
-    state: AppState,
+    app: TestApp,
     clock: ManualClock,
 }
 
 impl Rig {
     async fn start(search_endpoint: String) -> Rig {
-        let redis = RedisServer::start().unwrap();
         let openai = FakeAzureOpenAi::start().await;
         let mut settings = Settings::example();
         settings.premium.tokens_per_minute = 1_000_000;
         settings.standard.tokens_per_minute = 1_000_000;
-        settings.openai.endpoint = openai.endpoint();
-        settings.openai.auth = OpenAiAuth::ApiKey(Secret::new("key"));
         settings.search = Some(SearchSettings {
             endpoint: search_endpoint,
             index: "past-incidents".into(),
             api_key: Secret::new("search-key"),
         });
-        let connector = RedisConnector::with_namespace(
-            RedisSettings {
-                url: Secret::new(redis.url()),
-                auth: RedisAuth::Url,
-            },
-            "related",
-        );
         let clock = ManualClock::starting_at(T0);
-        let state = AppState::new(
-            settings.clone(),
-            LazyStore::new(Arc::new(connector.clone())),
+        let app = spawn_app(
+            settings,
+            Llm::Endpoint(openai.endpoint()),
             Arc::new(clock.clone()),
-        );
-        let runtime =
-            tier_runtime::build(&settings, Arc::new(clock.clone()), &connector, 5).unwrap();
-        let state = state.with_summarization(runtime);
-        let store = state.store().await.unwrap();
-        Rig {
-            _redis: redis,
-            openai,
-            store,
-            state,
-            clock,
-        }
-    }
-
-    async fn invoke(&self, function: &str, invocation: Value) -> Value {
-        let request = Request::post(format!("/{function}"))
-            .header("content-type", "application/json")
-            .body(Body::from(invocation.to_string()))
-            .unwrap();
-        let response = app(self.state.clone()).oneshot(request).await.unwrap();
-        let status = response.status();
-        let bytes = response.into_body().collect().await.unwrap().to_bytes();
-        let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-        assert!(status.is_success(), "{function}: {status} {body}");
-        body
+        )
+        .await;
+        Rig { openai, app, clock }
     }
 
     /// Ingests ticket `n` (a technician job), dispatches it and runs `summarize-premium`
@@ -103,18 +61,12 @@ impl Rig {
             Tier::Premium,
             T0,
         );
-        self.store.ingest(&[record]).await.unwrap();
-        let timer = json!({"Schedule": {}, "ScheduleStatus": null, "IsPastDue": false});
-        let tick = self
-            .invoke(
-                "dispatch",
-                json!({"Data": {"timer": timer.to_string()}, "Metadata": {}}),
-            )
-            .await;
+        self.app.store.ingest(&[record]).await.unwrap();
+        let tick = self.app.dispatch().await;
         let messages = tick["Outputs"]["premiumQueue"].as_array().unwrap().clone();
         assert_eq!(messages.len(), 1, "{tick}");
         let handoff = json!({"Data": {"handoff": messages[0].to_string()}, "Metadata": {}});
-        let done = self.invoke("summarize-premium", handoff).await;
+        let done = self.app.invoke("summarize-premium", handoff).await;
         assert_eq!(done["ReturnValue"]["acked"], 1, "{done}");
         tick["ReturnValue"]["counters"]["admitted_tokens"]
             .as_u64()
@@ -133,7 +85,8 @@ impl Rig {
 
     async fn technician_summary(&self, n: u16) -> stormgate_shared::summary::Summary {
         let ticket = format!("{n:032x}").parse().unwrap();
-        self.store
+        self.app
+            .store
             .summary(&ticket, SummaryKind::Technician)
             .await
             .unwrap()
@@ -198,7 +151,13 @@ async fn similar_past_incidents_travel_bounded_in_the_technician_prompt_and_are_
     // The excerpt's tokens were held on top of what dispatch admitted, and given back once the
     // call, excerpt included, went out in the dispatch hold's place: reserved = the dispatch
     // hold + the excerpt + the call as sent, which alone stays used.
-    let gauges = rig.state.governor.gauges(rig.clock.now()).await.unwrap();
+    let gauges = rig
+        .app
+        .state
+        .governor
+        .gauges(rig.clock.now())
+        .await
+        .unwrap();
     let premium = gauges.iter().find(|g| g.tier == Tier::Premium).unwrap();
     assert_eq!(premium.ledger.admitted, 2, "{premium:?}");
     assert_eq!(

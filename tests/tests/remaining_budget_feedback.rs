@@ -2,60 +2,27 @@
 //! most of the shared premium deployment's quota, the simulator's
 //! `x-ratelimit-remaining-tokens` says so on the first summary, and the next `dispatch`
 //! tick admits only what the deployment reported free, deferring the rest that its own
-//! window would have admitted. The handler's router and governor on a real Redis ledger,
-//! the simulator over HTTP.
+//! window would have admitted. The handler as its binary assembles it, on a real Redis
+//! ledger, the simulator over HTTP ([`crate::test_app::spawn_app`]).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use axum::body::Body;
-use axum::http::Request;
-use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use stormgate_e2e::tickets::{event, record};
-use stormgate_handlers::app::app;
-use stormgate_handlers::config::{OpenAiAuth, RedisAuth, RedisSettings, Settings};
-use stormgate_handlers::lazy_store::LazyStore;
-use stormgate_handlers::redis_connector::RedisConnector;
-use stormgate_handlers::secrets::Secret;
-use stormgate_handlers::state::AppState;
-use stormgate_handlers::tier_runtime;
+use stormgate_handlers::config::Settings;
 use stormgate_lab::simulator::{DeploymentConfig, Latency, SimulatorConfig};
-use stormgate_lab::simulator_http::spawn_simulator;
 use stormgate_shared::clock::{Clock, EpochMillis, ManualClock};
 use stormgate_shared::job::{SummaryKind, Tier};
-use stormgate_shared::testing::redis_server::RedisServer;
-use tower::ServiceExt;
+
+use crate::test_app::{Llm, spawn_app};
 
 const T0: EpochMillis = EpochMillis(1_800_000_000_000);
 const TPM: u64 = 60_000;
 /// The other application's share of the premium deployment.
 const FOREIGN_TPM: u64 = 57_000;
-
-async fn invoke(state: &AppState, function: &str, invocation: Value) -> Value {
-    let request = Request::post(format!("/{function}"))
-        .header("content-type", "application/json")
-        .body(Body::from(invocation.to_string()))
-        .unwrap();
-    let response = app(state.clone()).oneshot(request).await.unwrap();
-    let status = response.status();
-    let bytes = response.into_body().collect().await.unwrap().to_bytes();
-    let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-    assert!(status.is_success(), "{function}: {status} {body}");
-    body
-}
-
-async fn dispatch(state: &AppState) -> Value {
-    let timer = json!({"Schedule": {}, "ScheduleStatus": null, "IsPastDue": false});
-    invoke(
-        state,
-        "dispatch",
-        json!({"Data": {"timer": timer.to_string()}, "Metadata": {}}),
-    )
-    .await
-}
 
 fn premium_messages(tick: &Value) -> Vec<Value> {
     tick["Outputs"]["premiumQueue"]
@@ -71,7 +38,6 @@ fn real_now() -> EpochMillis {
 
 #[tokio::test]
 async fn a_deployment_reporting_little_left_makes_dispatch_defer_what_its_window_would_admit() {
-    let redis = RedisServer::start().unwrap();
     let mut settings = Settings::example();
     settings.premium.tokens_per_minute = TPM;
     settings.standard.tokens_per_minute = 1_000_000;
@@ -89,27 +55,14 @@ async fn a_deployment_reporting_little_left_makes_dispatch_defer_what_its_window
         1_000_000,
     );
     standard.latency = fast;
-    let simulator = spawn_simulator(SimulatorConfig::new(4, vec![premium, standard]))
-        .await
-        .unwrap();
-    settings.openai.endpoint = simulator.endpoint();
-    settings.openai.auth = OpenAiAuth::ApiKey(Secret::new("simulator-key"));
-    let connector = RedisConnector::with_namespace(
-        RedisSettings {
-            url: Secret::new(redis.url()),
-            auth: RedisAuth::Url,
-        },
-        "feedback",
-    );
     let clock = ManualClock::starting_at(T0);
-    let state = AppState::new(
-        settings.clone(),
-        LazyStore::new(Arc::new(connector.clone())),
+    let app = spawn_app(
+        settings,
+        Llm::Simulator(SimulatorConfig::new(4, vec![premium, standard])),
         Arc::new(clock.clone()),
-    );
-    let runtime = tier_runtime::build(&settings, Arc::new(clock.clone()), &connector, 3).unwrap();
-    let state = state.with_summarization(runtime);
-    let store = state.store().await.unwrap();
+    )
+    .await;
+    let (store, simulator) = (app.store.clone(), app.simulator());
     let ingest = |numbers: std::ops::RangeInclusive<u16>| {
         numbers
             .map(|n| {
@@ -125,10 +78,10 @@ async fn a_deployment_reporting_little_left_makes_dispatch_defer_what_its_window
 
     // One summary: its answer says how little the shared deployment has left.
     store.ingest(&ingest(1..=1)).await.unwrap();
-    let tick = dispatch(&state).await;
+    let tick = app.dispatch().await;
     for message in premium_messages(&tick) {
         let handoff = json!({"Data": {"handoff": message.to_string()}, "Metadata": {}});
-        let done = invoke(&state, "summarize-premium", handoff).await;
+        let done = app.invoke("summarize-premium", handoff).await;
         assert_eq!(done["ReturnValue"]["llm_calls"], 1, "{done}");
     }
     let stats = simulator.core().stats(&premium_name).unwrap();
@@ -145,7 +98,7 @@ async fn a_deployment_reporting_little_left_makes_dispatch_defer_what_its_window
             .cloned()
             .unwrap()
     };
-    let gauges = premium_gauges(&state.governor.gauges(clock.now()).await.unwrap());
+    let gauges = premium_gauges(&app.state.governor.gauges(clock.now()).await.unwrap());
     assert_eq!(
         gauges.remaining_tokens, reported,
         "the governor's free budget is what the deployment reported: {gauges:?}"
@@ -166,7 +119,7 @@ async fn a_deployment_reporting_little_left_makes_dispatch_defer_what_its_window
         "the six cost {cost}: within the window's {window_free} free, beyond the {reported} reported"
     );
     store.ingest(&records).await.unwrap();
-    let tick = dispatch(&state).await;
+    let tick = app.dispatch().await;
     let counters = &tick["ReturnValue"]["counters"];
     let admitted_tokens = counters["admitted_tokens"].as_u64().unwrap();
     assert!(admitted_tokens <= reported, "{counters}");
@@ -182,7 +135,7 @@ async fn a_deployment_reporting_little_left_makes_dispatch_defer_what_its_window
 
     // Once the window has moved on, the held-back budget is released.
     clock.advance(Duration::from_secs(10));
-    let later = dispatch(&state).await;
+    let later = app.dispatch().await;
     let admitted_later = later["ReturnValue"]["counters"]["admitted_jobs"]
         .as_u64()
         .unwrap();

@@ -1,63 +1,51 @@
 //! The `summarize-premium` function as the Functions host calls it: a queue-triggered
 //! invocation carrying dispatch's hand-off, answered with the customer notices in the
-//! Kafka output binding. Real Redis, the simulator over HTTP, the real router.
+//! Kafka output binding. Real Redis, the simulator over HTTP, the real router on a port
+//! ([`crate::test_app::spawn_app`]).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Body;
-use axum::http::{Request, StatusCode};
-use http_body_util::BodyExt;
-use serde_json::{Value, json};
+use serde_json::json;
 use stormgate_e2e::tickets::{event, record};
-use stormgate_handlers::app::app;
 use stormgate_handlers::config::Settings;
 use stormgate_handlers::functions::summarize::NOTIFICATIONS_BINDING;
-use stormgate_handlers::lazy_store::LazyStore;
-use stormgate_handlers::openai::{AzureOpenAiClient, OpenAiAuth, OpenAiConfig};
-use stormgate_handlers::state::AppState;
-use stormgate_handlers::tier_runtime::SummarizeRuntime;
 use stormgate_lab::simulator::{DeploymentConfig, Latency, SimulatorConfig};
-use stormgate_lab::simulator_http::spawn_simulator;
 use stormgate_shared::clock::{EpochMillis, ManualClock};
 use stormgate_shared::dispatcher::AdmittedGroup;
-use stormgate_shared::governor::{DeploymentBudget, Governor, GovernorPolicy, MemoryLedger};
 use stormgate_shared::job::{SummaryKind, Tier};
 use stormgate_shared::metering::CallCost;
 use stormgate_shared::retry::{Readmission, RetryGate};
-use stormgate_shared::store::{AgingPolicy, Store};
-use stormgate_shared::summarize::{Deployment, SummarizeSettings};
-use stormgate_shared::testing::redis_server::RedisServer;
+use stormgate_shared::store::AgingPolicy;
 use stormgate_shared::tokens::Tokens;
-use tower::ServiceExt;
+
+use crate::test_app::{Llm, spawn_app};
 
 const T0: EpochMillis = EpochMillis(1_800_000_000_000);
 
 #[tokio::test]
 async fn a_handoff_is_summarized_acknowledged_and_notices_go_to_kafka() {
-    let redis = RedisServer::start().unwrap();
-    let store: Arc<dyn Store> = Arc::new(redis.store("tier-fn").unwrap());
     let mut deployment = DeploymentConfig::new("premium-sim", "gpt-4o-2024-08-06", 1_000_000);
     deployment.latency = Latency {
         first_token_ms: 5,
         per_output_token_ms: 0,
     };
-    let simulator = spawn_simulator(SimulatorConfig::new(3, vec![deployment]))
-        .await
-        .unwrap();
+    // The simulator's deployment is the premium tier's.
+    let mut settings = Settings::example();
+    settings.premium.deployment = "premium-sim".parse().unwrap();
+    settings.premium.tokens_per_minute = 1_000_000;
+    settings.premium.requests_per_minute = 6_000;
+    settings.standard.deployment = "standard-sim".parse().unwrap();
     let clock = ManualClock::starting_at(T0);
-    let governor = Governor::new(
-        Arc::new(MemoryLedger::new()),
-        GovernorPolicy::default(),
-        [DeploymentBudget {
-            tier: Tier::Premium,
-            deployment: "premium-sim".parse().unwrap(),
-            tpm: 1_000_000,
-            rpm: 6_000,
-        }],
-    );
+    let app = spawn_app(
+        settings,
+        Llm::Simulator(SimulatorConfig::new(3, vec![deployment])),
+        Arc::new(clock.clone()),
+    )
+    .await;
+    let store = app.store.clone();
 
     let records: Vec<_> = (1..=3)
         .map(|n| record(&event(n, 1, 1), &[SummaryKind::Customer], Tier::Premium, T0))
@@ -77,7 +65,7 @@ async fn a_handoff_is_summarized_acknowledged_and_notices_go_to_kafka() {
         .unwrap();
     assert_eq!(leases.len(), 3);
     let Readmission::Admitted(reservation) = RetryGate::reserve(
-        &governor,
+        &app.state.governor,
         &"premium-sim".parse().unwrap(),
         Tokens(3_000),
         T0,
@@ -97,56 +85,13 @@ async fn a_handoff_is_summarized_acknowledged_and_notices_go_to_kafka() {
         },
     };
 
-    let client = AzureOpenAiClient::new(
-        OpenAiConfig {
-            endpoint: simulator.endpoint(),
-            api_version: "2024-10-21".into(),
-            timeout: Duration::from_secs(2),
-        },
-        OpenAiAuth::ApiKey("simulator-key".into()),
-        Arc::new(clock.clone()),
-    )
-    .unwrap();
-    let deployment = |tier, name: &str| Deployment {
-        tier,
-        name: name.parse().unwrap(),
-        model: "gpt-4o".into(),
-    };
-    let mut state = AppState::new(
-        Settings::example(),
-        LazyStore::ready(store.clone()),
-        Arc::new(clock.clone()),
-    );
-    // The simulator's deployments, with the reservation made above.
-    state.governor = governor;
-    let state = state.with_summarization(SummarizeRuntime {
-        client: Arc::new(client),
-        premium: deployment(Tier::Premium, "premium-sim"),
-        standard: deployment(Tier::Standard, "standard-sim"),
-        settings: SummarizeSettings::default(),
-        work_notes: None,
-        related: None,
-        seed: 1,
-    });
-
     // The host sends a queue message's JSON as a JSON-encoded string.
     let invocation = json!({
         "Data": {"handoff": serde_json::to_string(&handoff).unwrap()},
         "Metadata": {"DequeueCount": "1"}
     });
-    let response = app(state)
-        .oneshot(
-            Request::post("/summarize-premium")
-                .header("content-type", "application/json")
-                .body(Body::from(invocation.to_string()))
-                .unwrap(),
-        )
-        .await
-        .unwrap();
-    let status = response.status();
-    let body: Value =
-        serde_json::from_slice(&response.into_body().collect().await.unwrap().to_bytes()).unwrap();
-    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, body) = app.post("/summarize-premium", &invocation).await;
+    assert_eq!(status, reqwest::StatusCode::OK, "{body}");
     assert_eq!(body["ReturnValue"]["acked"], 3);
     assert_eq!(body["ReturnValue"]["llm_calls"], 1);
     // One outage, one service and place: one notice naming the three tickets.
@@ -163,10 +108,17 @@ async fn a_handoff_is_summarized_acknowledged_and_notices_go_to_kafka() {
     assert!(!text.contains("10.20.") && !text.contains("Jane"), "{text}");
     assert_eq!(body["ReturnValue"]["sinks"]["notices"]["tickets"], 3);
     assert_eq!(body["ReturnValue"]["sinks"]["notices"]["waiting"], 0);
-    assert_eq!(simulator.core().stats("premium-sim").unwrap().requests, 1);
+    assert_eq!(
+        app.simulator()
+            .core()
+            .stats("premium-sim")
+            .unwrap()
+            .requests,
+        1
+    );
     // The call's cost at the premium tier's prices (the example settings: 2.00 / 8.00 USD per
     // million input / output tokens), from the usage the deployment answered.
-    let stats = simulator.core().stats("premium-sim").unwrap();
+    let stats = app.simulator().core().stats("premium-sim").unwrap();
     let expected =
         (stats.prompt_tokens as f64 * 2.00 + stats.completion_tokens as f64 * 8.00) / 1_000_000.0;
     let cost = body["ReturnValue"]["cost_usd"].as_f64().unwrap();

@@ -1,5 +1,5 @@
-//! ServiceNow write-back as the deployed handler wires it (`tier_runtime::build` from the
-//! settings): a technician summary made by `summarize-premium` ends up PATCHed to a local
+//! ServiceNow write-back as the deployed handler assembles it from its settings
+//! ([`crate::test_app::spawn_app`]): a technician summary made by `summarize-premium` ends up PATCHed to a local
 //! server speaking the Table API shape; a 429's Retry-After is honoured; with the server
 //! down the summary is still stored and served, and the `dispatch` tick delivers the note
 //! once the server is back. Real Redis, the simulator over HTTP, the real router.
@@ -9,45 +9,29 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Body;
-use axum::http::Request;
-use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use stormgate_e2e::servicenow_server::{FakeServiceNow, ReceivedNote, SnReply};
 use stormgate_e2e::tickets::{event, record};
-use stormgate_handlers::app::app;
-use stormgate_handlers::config::{
-    OpenAiAuth, RedisAuth, RedisSettings, ServiceNowSettings, Settings,
-};
-use stormgate_handlers::lazy_store::LazyStore;
-use stormgate_handlers::redis_connector::RedisConnector;
+use stormgate_handlers::config::{ServiceNowSettings, Settings};
 use stormgate_handlers::secrets::Secret;
-use stormgate_handlers::state::AppState;
-use stormgate_handlers::tier_runtime;
 use stormgate_lab::simulator::{DeploymentConfig, Latency, SimulatorConfig};
-use stormgate_lab::simulator_http::{SimulatorHandle, spawn_simulator};
 use stormgate_shared::clock::{EpochMillis, ManualClock};
 use stormgate_shared::job::{SummaryKind, Tier};
-use stormgate_shared::store::Store;
-use stormgate_shared::testing::redis_server::RedisServer;
-use tower::ServiceExt;
+
+use crate::test_app::{Llm, TestApp, spawn_app};
 
 const T0: EpochMillis = EpochMillis(1_800_000_000_000);
 const USER: &str = "stormgate.integration";
 const PASSWORD: &str = "s3cret";
 
 struct Rig {
-    _redis: RedisServer,
-    _simulator: SimulatorHandle,
     servicenow: FakeServiceNow,
-    store: Arc<dyn Store>,
-    state: AppState,
+    app: TestApp,
     clock: ManualClock,
 }
 
 impl Rig {
     async fn start() -> Rig {
-        let redis = RedisServer::start().unwrap();
         let servicenow = FakeServiceNow::start(USER, PASSWORD).await;
         let mut settings = Settings::example();
         settings.premium.tokens_per_minute = 1_000_000;
@@ -63,73 +47,32 @@ impl Rig {
                 d
             })
             .collect();
-        let simulator = spawn_simulator(SimulatorConfig::new(9, deployments))
-            .await
-            .unwrap();
-        settings.openai.endpoint = simulator.endpoint();
-        settings.openai.auth = OpenAiAuth::ApiKey(Secret::new("simulator-key"));
         settings.servicenow = Some(ServiceNowSettings {
             instance_url: servicenow.instance_url(),
             username: USER.into(),
             password: Secret::new(PASSWORD),
         });
-        let connector = RedisConnector::with_namespace(
-            RedisSettings {
-                url: Secret::new(redis.url()),
-                auth: RedisAuth::Url,
-            },
-            "writeback",
-        );
         let clock = ManualClock::starting_at(T0);
-        let state = AppState::new(
-            settings.clone(),
-            LazyStore::new(Arc::new(connector.clone())),
+        let app = spawn_app(
+            settings,
+            Llm::Simulator(SimulatorConfig::new(9, deployments)),
             Arc::new(clock.clone()),
-        );
-        let runtime =
-            tier_runtime::build(&settings, Arc::new(clock.clone()), &connector, 7).unwrap();
-        let state = state.with_summarization(runtime);
-        let store = state.store().await.unwrap();
+        )
+        .await;
         Rig {
-            _redis: redis,
-            _simulator: simulator,
             servicenow,
-            store,
-            state,
+            app,
             clock,
         }
     }
 
-    async fn send(&self, request: Request<Body>) -> Value {
-        let response = app(self.state.clone()).oneshot(request).await.unwrap();
-        let status = response.status();
-        let bytes = response.into_body().collect().await.unwrap().to_bytes();
-        let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-        assert!(status.is_success(), "{status} {body}");
-        body
-    }
-
-    async fn invoke(&self, function: &str, invocation: Value) -> Value {
-        let request = Request::post(format!("/{function}"))
-            .header("content-type", "application/json")
-            .body(Body::from(invocation.to_string()))
-            .unwrap();
-        self.send(request).await
-    }
-
     /// One `dispatch` timer tick; its `ReturnValue`.
     async fn dispatch(&self) -> Value {
-        let timer = json!({"Schedule": {}, "ScheduleStatus": null, "IsPastDue": false});
-        let body = self
-            .invoke(
-                "dispatch",
-                json!({"Data": {"timer": timer.to_string()}, "Metadata": {}}),
-            )
-            .await;
+        let body = self.app.dispatch().await;
         let messages = body["Outputs"]["premiumQueue"].as_array().cloned();
         for message in messages.unwrap_or_default() {
             let handoff = json!({"Data": {"handoff": message.to_string()}, "Metadata": {"DequeueCount": "1"}});
-            let done = self.invoke("summarize-premium", handoff).await;
+            let done = self.app.invoke("summarize-premium", handoff).await;
             assert_eq!(done["ReturnValue"]["acked"], 1, "{done}");
         }
         body["ReturnValue"].clone()
@@ -139,16 +82,13 @@ impl Rig {
     async fn ticket(&self, n: u16) -> String {
         let incident = event(n, n, 1);
         let record = record(&incident, &[SummaryKind::Technician], Tier::Premium, T0);
-        self.store.ingest(&[record]).await.unwrap();
+        self.app.store.ingest(&[record]).await.unwrap();
         incident["sys_id"].as_str().unwrap().to_owned()
     }
 
     /// The technician summary the read API serves for `sys_id`.
     async fn served_technician_summary(&self, sys_id: &str) -> Value {
-        let request = Request::get(format!("/api/summaries/{sys_id}"))
-            .body(Body::empty())
-            .unwrap();
-        self.send(request).await["summaries"]["technician"].clone()
+        self.app.get(&format!("/api/summaries/{sys_id}")).await["summaries"]["technician"].clone()
     }
 }
 

@@ -15,12 +15,10 @@ use anyhow::Context;
 use stormgate_handlers::app::app;
 use stormgate_handlers::config::Settings;
 use stormgate_handlers::fault_injection;
-use stormgate_handlers::lazy_store::LazyStore;
-use stormgate_handlers::redis_connector::RedisConnector;
 use stormgate_handlers::secrets::{KeyVaultSecrets, SecretSource};
 use stormgate_handlers::state::AppState;
 use stormgate_handlers::system_clock::SystemClock;
-use stormgate_handlers::{telemetry, tier_runtime};
+use stormgate_handlers::telemetry;
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -57,17 +55,13 @@ async fn run() -> anyhow::Result<()> {
         "stormgate handler listening"
     );
 
-    let connector = RedisConnector::new(settings.redis.clone(), settings.azure_client_id.clone())
-        .with_limits(settings.store_limits);
-    let store = LazyStore::new(Arc::new(connector.clone()));
-    let state = AppState::new(settings.clone(), store, clock.clone());
-    // The tier functions share the state's governor: one budget per deployment for
-    // dispatch and every retry alike. Nothing here touches the network.
-    let runtime = tier_runtime::build(&settings, clock, &connector, std::process::id().into())?;
-    if settings.servicenow.is_some() {
+    let write_back = settings.servicenow.is_some();
+    // Nothing here touches the network: the store, its ledger and the clients connect
+    // on first use.
+    let state = AppState::from_settings(settings, clock, std::process::id().into())?;
+    if write_back {
         tracing::info!("ServiceNow work-note write-back enabled");
     }
-    let state = state.with_summarization(runtime);
     axum::serve(listener, app(state))
         .with_graceful_shutdown(shutdown_requested())
         .await?;

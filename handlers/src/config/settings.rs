@@ -3,12 +3,17 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use stormgate_shared::assembly::{
+    ClassifierSettings, DeploymentSettings, ProductSettings, RelatedContextMode,
+};
 use stormgate_shared::deployment_name::DeploymentName;
+use stormgate_shared::dispatch_policy::DispatchConfig;
 use stormgate_shared::governor::{DeploymentBudget, GovernorPolicy};
 use stormgate_shared::headroom::Headroom;
 use stormgate_shared::ingest::IngestPolicy;
 use stormgate_shared::job::Tier;
 use stormgate_shared::store::StoreLimits;
+use stormgate_shared::summarize::SummarizeSettings;
 use stormgate_shared::tier_table::TierTable;
 
 use crate::secrets::Secret;
@@ -158,6 +163,36 @@ impl Settings {
             budget(Tier::Premium, &self.premium),
             budget(Tier::Standard, &self.standard),
         ]
+    }
+
+    /// What the one assembly builds the deployed product from: these settings' deployments,
+    /// headroom, coalescing hold, tier table and classifier; related context consulted when
+    /// search is configured; `seed` mixed into every tier worker's jitter.
+    pub fn product(&self, seed: u64) -> ProductSettings {
+        let deployment = |t: &TierSettings| DeploymentSettings {
+            name: t.deployment.clone(),
+            model: t.model.clone(),
+            tokens_per_minute: t.tokens_per_minute,
+            requests_per_minute: t.requests_per_minute,
+        };
+        ProductSettings {
+            premium: deployment(&self.premium),
+            standard: deployment(&self.standard),
+            governor: self.governor_policy(),
+            ingest: IngestPolicy {
+                coalesce_hold: self.coalesce_hold,
+                tiers: self.tier_table,
+                ..IngestPolicy::default()
+            },
+            dispatch: DispatchConfig::default(),
+            summarize: SummarizeSettings::default(),
+            classifier: ClassifierSettings::from_options(
+                self.classifier_model_path.clone(),
+                self.route_up_threshold,
+            ),
+            related_context: RelatedContextMode::Consulted,
+            seed,
+        }
     }
 
     /// The governor's policy: the configured headroom; the window and the "down" threshold

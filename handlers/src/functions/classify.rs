@@ -16,7 +16,6 @@ use stormgate_shared::fault_switches::{self, Mechanism};
 use stormgate_shared::ingest::{BatchIngest, BatchOutcome, IngestContext, RawEvent};
 use stormgate_shared::store::{DeadLetter, Store};
 
-use crate::classifier_loader::classifier;
 use crate::error::ApiError;
 use crate::invocation::{InvocationRequest, InvocationResponse, KafkaEvent};
 use crate::signals::{self, LagSamples};
@@ -129,7 +128,7 @@ async fn classify(
     lags: &mut LagSamples,
 ) -> Result<BatchOutcome, ApiError> {
     let store = state.store().await?;
-    let classifier = classifier(&state.settings)?;
+    let classifier = state.classifier()?;
     let ctx = IngestContext {
         store: store.as_ref(),
         clock: state.clock.as_ref(),

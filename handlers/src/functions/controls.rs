@@ -17,7 +17,6 @@ use stormgate_shared::controls::{AuditRecord, ControlState};
 use stormgate_shared::ingest::IngestContext;
 use stormgate_shared::signals::status::AUDIT_SHOWN;
 
-use crate::classifier_loader::classifier;
 use crate::error::ApiError;
 use crate::state::AppState;
 
@@ -37,7 +36,7 @@ pub async fn post(
     let Json(request) =
         body.map_err(|e| ApiError::BadRequest(format!("not a control request: {e}")))?;
     let store = state.store().await?;
-    let classifier = classifier(&state.settings)?;
+    let classifier = state.classifier()?;
     let ingest = IngestContext {
         store: store.as_ref(),
         clock: state.clock.as_ref(),

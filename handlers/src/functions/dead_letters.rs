@@ -14,7 +14,6 @@ use stormgate_shared::dead_letters::{ResubmitError, ResubmitReport, Selection, r
 use stormgate_shared::ingest::IngestContext;
 use stormgate_shared::store::DeadLetter;
 
-use crate::classifier_loader::classifier;
 use crate::error::ApiError;
 use crate::state::AppState;
 
@@ -76,7 +75,7 @@ pub async fn resubmit_entries(
 ) -> Result<Json<ResubmitReport>, ApiError> {
     let request = body.map(|Json(b)| b).unwrap_or_default();
     let store = state.store().await?;
-    let classifier = classifier(&state.settings)?;
+    let classifier = state.classifier()?;
     let ctx = IngestContext {
         store: store.as_ref(),
         clock: state.clock.as_ref(),

@@ -165,7 +165,7 @@ pub async fn run(
 
 /// Retries the work notes that are due, within [`WORK_NOTE_DRAIN_BUDGET`].
 async fn drain_work_notes(state: &AppState) -> Option<DeliveryReport> {
-    let sink = state.summarization.as_ref()?.work_notes.as_ref()?;
+    let sink = state.work_notes.as_deref()?;
     match sink
         .drain(
             state.clock.as_ref(),

@@ -14,18 +14,15 @@
 //! or done, and only a dead invocation's claims run out, after
 //! [`stormgate_shared::summarize::DEFAULT_CALL_CLAIM`].
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::State;
-use rand::SeedableRng;
-use rand::rngs::SmallRng;
 use serde_json::json;
 use stormgate_shared::clock::Clock;
 use stormgate_shared::dispatcher::AdmittedGroup;
 use stormgate_shared::job::{JobId, Tier};
 use stormgate_shared::store::Store;
-use stormgate_shared::summarize::TierWorker;
 
 use crate::deliveries::{self, SinkReport};
 use crate::error::ApiError;
@@ -71,14 +68,10 @@ async fn summarize(
     let runtime = state.summarization.clone().ok_or_else(|| {
         ApiError::Internal("the process was assembled without the LLM runtime".into())
     })?;
-    let deployment = match tier {
-        Tier::Premium => runtime.premium.clone(),
-        Tier::Standard => runtime.standard.clone(),
-        Tier::Extractive => {
-            return Err(ApiError::BadRequest(
-                "extractive work has no tier function".into(),
-            ));
-        }
+    let Some(deployment) = runtime.deployment(tier).cloned() else {
+        return Err(ApiError::BadRequest(
+            "extractive work has no tier function".into(),
+        ));
     };
     let store = state.store().await?;
     // The operators' controls shape this invocation's admissions too (a retry is admitted
@@ -101,23 +94,18 @@ async fn summarize(
         holder.clone(),
         runtime.settings.call_claim,
     );
-    let worker = TierWorker {
-        store: store.as_ref(),
-        client: runtime.client.as_ref(),
-        gate: &governor,
-        clock: state.clock.as_ref(),
+    // Distinct per invocation so that workers never share a jitter sequence: the host
+    // starts a batch of queue messages in the same millisecond, so the time cannot be the
+    // distinguishing part.
+    let worker = runtime.worker(
+        store.as_ref(),
+        &governor,
+        state.clock.as_ref(),
         deployment,
-        settings: runtime.settings,
-        // Distinct per invocation so that workers never share a jitter sequence: the
-        // host starts a batch of queue messages in the same millisecond, so the time
-        // cannot be the distinguishing part.
-        rng: Mutex::new(SmallRng::seed_from_u64(
-            runtime.seed ^ rand::random::<u64>(),
-        )),
-        related: runtime.related.as_deref(),
-        sinks: deliveries::sinks(&state),
-        holder: holder.clone(),
-    };
+        runtime.seed ^ rand::random::<u64>(),
+        deliveries::sinks(&state),
+        holder.clone(),
+    );
     let outcome = match worker.summarize_admitted(&handoff).await {
         Ok(outcome) => outcome,
         Err(error) => {
