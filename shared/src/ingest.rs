@@ -506,7 +506,7 @@ pub fn prepare(
                 ),
                 max_output_tokens: prompts::current(kind).max_output(),
                 enqueued_at: now,
-                deadline: policy.deadlines.deadline(now, routing, kind)?,
+                deadline: policy.deadlines.deadline(now, routing, kind),
                 hold_until: coalesce_key
                     .as_ref()
                     .and_then(|_| hold_until(policy, routing, kind, now)),
@@ -543,7 +543,7 @@ fn hold_until(
     kind: SummaryKind,
     now: EpochMillis,
 ) -> Option<EpochMillis> {
-    let wait = policy.deadlines.wait(routing, kind)?;
+    let wait = policy.deadlines.wait(routing, kind);
     let hold = (wait / HOLD_SHARE_OF_WAIT).min(policy.coalesce_hold);
     (hold >= MIN_HOLD).then(|| now.plus(hold))
 }

@@ -117,7 +117,7 @@ pub fn jobs_for(
                 ),
                 max_output_tokens: prompts::current(kind).max_output(),
                 enqueued_at: now,
-                deadline: policy.deadlines.deadline(now, Severity::P1, kind)?,
+                deadline: policy.deadlines.deadline(now, Severity::P1, kind),
                 coalesce_key: None,
                 region: t.region.clone(),
                 hold_until: None,

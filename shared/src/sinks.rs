@@ -54,7 +54,6 @@ impl Sinks {
         match kind {
             SummaryKind::Customer => self.notices,
             SummaryKind::Technician => self.work_notes,
-            SummaryKind::Rollup => false,
         }
     }
 }
@@ -285,7 +284,7 @@ async fn read(store: &dyn Store, id: &JobId) -> Result<Reading, StoreError> {
             }
             load => load.current(),
         },
-        SummaryKind::Technician | SummaryKind::Rollup => None,
+        SummaryKind::Technician => None,
     };
     Ok(Reading::Delivered(Box::new(Settled { summary, snapshot })))
 }

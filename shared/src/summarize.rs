@@ -331,7 +331,7 @@ impl TierWorker<'_> {
         };
         let related = match kind {
             SummaryKind::Technician => self.related_excerpt(items, reservation.is_some()).await,
-            SummaryKind::Customer | SummaryKind::Rollup => None,
+            SummaryKind::Customer => None,
         };
         // What a call costs at admission, plus the related excerpt when one goes with it.
         let cost = cost.total() + related.as_ref().map_or(Tokens::ZERO, |r| r.tokens);
@@ -557,9 +557,7 @@ fn fan_out(
             let own = prompts::at_most_sentences(&extractive::technician(&item.snapshot), 1);
             format!("{group} This ticket: {own}")
         }
-        SummaryKind::Technician | SummaryKind::Rollup => {
-            prompts::at_most_sentences(answer, TECHNICIAN_SENTENCES)
-        }
+        SummaryKind::Technician => prompts::at_most_sentences(answer, TECHNICIAN_SENTENCES),
         SummaryKind::Customer => scrub(answer.trim(), scrub_context).text,
     }
 }
@@ -572,7 +570,7 @@ fn fallback_text(
     scrub_context: &LazyCell<ScrubContext, impl FnOnce() -> ScrubContext>,
 ) -> String {
     match kind {
-        SummaryKind::Technician | SummaryKind::Rollup => extractive::technician(&item.snapshot),
+        SummaryKind::Technician => extractive::technician(&item.snapshot),
         SummaryKind::Customer => {
             let own = extractive::customer(&item.snapshot);
             scrub(&own.text, scrub_context).text
