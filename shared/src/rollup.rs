@@ -251,36 +251,16 @@ impl RollupWorker<'_> {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::VecDeque;
     use std::sync::Arc;
-
-    use async_trait::async_trait;
 
     use super::*;
     use crate::clock::{EpochMillis, ManualClock};
     use crate::governor::{DeploymentBudget, Governor, GovernorPolicy, MemoryLedger};
     use crate::job::Tier;
-    use crate::llm::{ChatRequest, Completion, LlmError, RateLimitView, Usage};
+    use crate::llm::{Completion, RateLimitView, Usage};
     use crate::store::IngestRecord;
     use crate::store::memory::MemoryStore;
-
-    #[derive(Debug)]
-    struct ScriptedClient(
-        Mutex<VecDeque<Result<Completion, LlmError>>>,
-        Mutex<Vec<ChatRequest>>,
-    );
-
-    #[async_trait]
-    impl LlmClient for ScriptedClient {
-        async fn complete(&self, request: &ChatRequest) -> Result<Completion, LlmError> {
-            self.1.lock().unwrap().push(request.clone());
-            self.0
-                .lock()
-                .unwrap()
-                .pop_front()
-                .unwrap_or(Err(LlmError::Timeout))
-        }
-    }
+    use crate::testing::scripted_llm::ScriptedLlm;
 
     use crate::summarize::tests::{event, record};
 
@@ -321,7 +301,7 @@ mod tests {
     fn worker<'a>(
         store: &'a MemoryStore,
         governor: &'a Governor,
-        client: &'a ScriptedClient,
+        client: &'a ScriptedLlm,
         clock: &'a ManualClock,
     ) -> RollupWorker<'a> {
         RollupWorker {
@@ -347,19 +327,16 @@ mod tests {
     async fn the_model_writes_the_prose_and_the_counts_come_from_the_tickets() {
         let (store, governor, ids) = rig(100_000).await;
         let clock = ManualClock::starting_at(T0);
-        let client = ScriptedClient(
-            Mutex::new(VecDeque::from([Ok(Completion {
-                text: "North: two major outages, rising.".into(),
-                model: "gpt-4o-mini-2024-07-18".into(),
-                usage: Usage {
-                    prompt_tokens: 300,
-                    completion_tokens: 40,
-                    total_tokens: 340,
-                },
-                rate_limit: RateLimitView::default(),
-            })])),
-            Mutex::default(),
-        );
+        let client = ScriptedLlm::new([Ok(Completion {
+            text: "North: two major outages, rising.".into(),
+            model: "gpt-4o-mini-2024-07-18".into(),
+            usage: Usage {
+                prompt_tokens: 300,
+                completion_tokens: 40,
+                total_tokens: 340,
+            },
+            rate_limit: RateLimitView::default(),
+        })]);
         let outcome = worker(&store, &governor, &client, &clock)
             .rollup_region("north", &ids)
             .await
@@ -378,7 +355,7 @@ mod tests {
             serde_json::json!([3, 0, 0, 0, 0]),
             "the classifier routes every fibre cut up to P1"
         );
-        let prompt = &client.1.lock().unwrap()[0].messages[1].content;
+        let prompt = &client.requests()[0].messages[1].content;
         assert!(prompt.contains("Open tickets: 3"));
         assert!(prompt.contains("INC0010001 P1: INC0010001"), "{prompt}");
         assert!(
@@ -392,12 +369,12 @@ mod tests {
         // 1,000 TPM: a roll-up call can never fit the short window.
         let (store, governor, ids) = rig(1_000).await;
         let clock = ManualClock::starting_at(T0);
-        let client = ScriptedClient(Mutex::default(), Mutex::default());
+        let client = ScriptedLlm::new([]);
         let outcome = worker(&store, &governor, &client, &clock)
             .rollup_region("north", &ids)
             .await
             .unwrap();
-        assert!(client.1.lock().unwrap().is_empty());
+        assert_eq!(client.calls(), 0);
         assert_eq!(outcome.rollup.tier, Tier::Extractive);
         assert!(outcome.rollup.degraded);
         assert!(

@@ -1,5 +1,5 @@
 //! Test support shared with other crates' tests and benches (feature `test-support`):
-//! a throwaway `redis-server` and builders for store fixtures.
+//! a throwaway `redis-server`, builders for store fixtures, and a scripted LLM client.
 //!
 //! Another crate enables it for its tests only:
 //! `[dev-dependencies] stormgate-shared = { workspace = true, features = ["test-support"] }`,
@@ -7,3 +7,4 @@
 
 pub mod fixtures;
 pub mod redis_server;
+pub mod scripted_llm;
