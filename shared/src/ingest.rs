@@ -483,13 +483,12 @@ pub fn prepare(
         kinds.push(SummaryKind::Customer);
     }
     let coalesce_key = coalesce_key(t, policy.coalesce_window, now);
-    // Every queued kind has a deadline; one without would never be queued.
     let jobs = kinds
         .into_iter()
-        .filter_map(|kind| {
+        .map(|kind| {
             let choice = policy.tiers.choice(kind, &routed);
             let rank = routed.queue_rank(kind);
-            Some(Job {
+            Job {
                 id: JobId {
                     ticket: t.id.clone(),
                     version: t.version,
@@ -512,7 +511,7 @@ pub fn prepare(
                     .and_then(|_| hold_until(policy, routing, kind, now)),
                 coalesce_key: coalesce_key.clone(),
                 region: t.region.clone(),
-            })
+            }
         })
         .collect();
 
