@@ -15,6 +15,7 @@ mod governor_fleet;
 mod governor_props;
 mod history_reader;
 mod ingest_batch;
+mod outbox_conformance;
 mod redis_store;
 mod routing_acceptance;
 mod routing_evaluation;

@@ -6,6 +6,7 @@
 //! against both, so the lab measures the same semantics production has.
 
 pub mod memory;
+pub mod outbox;
 pub mod redis;
 
 use std::time::Duration;

@@ -36,6 +36,12 @@
 //! | `{ns}:owed:<kind>`                | zset   | job ids whose stored summary owes its sink a delivery, score = when it is due (a claim moves it to the claim's end); a job leaves it when its delivery is completed, found superseded, or its summary gone |
 //! | `{ns}:call:<job id>`              | hash   | `holder`, `until`: the claim on the job's LLM call; expires with the claim |
 //!
+//! Next to these, outside the `{ns}` hash tag as they have always been (each of their
+//! commands and scripts touches one key), the ServiceNow work-note outbox keeps
+//! `<ns>:servicenow:pending` (zset: encoded pending notes, score = next attempt) and
+//! `<ns>:servicenow:cooldown_until` (string: epoch ms, expiring with the cooldown); see
+//! [`super::outbox`], whose scripts are `scripts/outbox_*.lua`.
+//!
 //! The summary hash also keeps `<kind>:delivered`, the latest version of that kind whose
 //! delivery (customer notice, work note) was completed; it lives and goes with the hash.
 //!
