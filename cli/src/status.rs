@@ -91,7 +91,7 @@ impl Fleet {
             store,
             signals,
             controls: connector.controls(),
-            outbox: WorkNoteOutbox::new(connector.lazy_connection(), &connector.key("servicenow")),
+            outbox: WorkNoteOutbox::new(connector.link(), &connector.key("servicenow")),
             governor,
             config,
         })

@@ -112,9 +112,9 @@ impl RedisConnector {
     }
 
     /// A connection of its own to the same Redis, made on first use, for the stores next
-    /// to the main one (signals, controls); one that can never connect when the URL or the
+    /// to the main one (signals, controls, the work-note outbox); one that can never connect when the URL or the
     /// credentials cannot even be read (the store reports why).
-    fn link(&self) -> Arc<RedisLink> {
+    pub fn link(&self) -> Arc<RedisLink> {
         match (self.client(), self.connection_config()) {
             (Ok(client), Ok(config)) => Arc::new(RedisLink::new(client, config)),
             _ => Arc::new(RedisLink::unconnectable()),

@@ -13,7 +13,7 @@
 //! cut short or an instance that dies mid-call leaves the note to be sent again after
 //! the hold, never lost.
 
-use std::sync::{LazyLock, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -21,10 +21,12 @@ use serde_json::json;
 use stormgate_shared::clock::{Clock, EpochMillis};
 use stormgate_shared::fault_switches::{self, Mechanism};
 use stormgate_shared::llm::parse_retry_after;
+use stormgate_shared::redis_link::RedisLink;
 use stormgate_shared::sinks::WorkNote;
+use stormgate_shared::store::StoreError;
+use stormgate_shared::store::outbox::{OutboxStore, RedisOutbox};
 use stormgate_shared::ticket_id::TicketId;
 
-use crate::redis_connector::LazyConnection;
 use crate::secrets::Secret;
 
 /// How long to stay away after a 429 that names no wait.
@@ -168,40 +170,14 @@ pub struct PendingNote {
 #[error("work-note outbox unavailable: {0}")]
 pub struct OutboxError(String);
 
-impl From<redis::RedisError> for OutboxError {
-    fn from(e: redis::RedisError) -> Self {
-        OutboxError(e.to_string())
+impl From<StoreError> for OutboxError {
+    /// The storage's own words: the message already says the outbox is unavailable.
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Unavailable(message) | StoreError::Corrupt(message) => OutboxError(message),
+        }
     }
 }
-
-impl From<stormgate_shared::store::StoreError> for OutboxError {
-    fn from(e: stormgate_shared::store::StoreError) -> Self {
-        OutboxError(e.to_string())
-    }
-}
-
-/// Takes the earliest due note and moves its due time to the hold's end, atomically:
-/// of two instances draining at once, only one gets a given note.
-static CLAIM: LazyLock<redis::Script> = LazyLock::new(|| {
-    redis::Script::new(
-        r"
-local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, 1)
-if #due == 0 then return false end
-redis.call('ZADD', KEYS[1], 'XX', ARGV[2], due[1])
-return due[1]",
-    )
-});
-
-/// Extends the fleet-wide cooldown, never shortening it; the key expires with it.
-static EXTEND_COOLDOWN: LazyLock<redis::Script> = LazyLock::new(|| {
-    redis::Script::new(
-        r"
-local current = tonumber(redis.call('GET', KEYS[1]) or '0')
-if tonumber(ARGV[1]) > current then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-end",
-    )
-});
 
 /// A note taken out of the outbox for one attempt: `member` is how it is stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -210,39 +186,27 @@ pub struct ClaimedNote {
     member: String,
 }
 
-/// Pending work notes in Redis: a sorted set scored by the earliest next attempt, and
-/// the fleet-wide ServiceNow cooldown next to it. The connection is made on first use,
-/// so building the outbox at start-up touches nothing.
-#[derive(Clone)]
+/// Pending work notes, each stored as its JSON, in the outbox's storage
+/// ([`stormgate_shared::store::outbox`]: a set scored by the earliest next attempt, and
+/// the fleet-wide ServiceNow cooldown next to it).
+#[derive(Debug, Clone)]
 pub struct WorkNoteOutbox {
-    redis: std::sync::Arc<LazyConnection>,
-    pending_key: String,
-    cooldown_key: String,
-}
-
-impl std::fmt::Debug for WorkNoteOutbox {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WorkNoteOutbox")
-            .field("key", &self.pending_key)
-            .finish()
-    }
+    store: Arc<dyn OutboxStore>,
 }
 
 impl WorkNoteOutbox {
     /// The keys' prefix under the handler's namespace.
     pub const DEFAULT_PREFIX: &'static str = "stormgate:servicenow";
 
-    /// Keys `<prefix>:pending` and `<prefix>:cooldown_until`.
-    pub fn new(redis: LazyConnection, prefix: &str) -> Self {
-        WorkNoteOutbox {
-            redis: std::sync::Arc::new(redis),
-            pending_key: format!("{prefix}:pending"),
-            cooldown_key: format!("{prefix}:cooldown_until"),
-        }
+    /// The outbox in Redis, keys `<prefix>:pending` and `<prefix>:cooldown_until`; the
+    /// connection is made on first use, so building the outbox touches nothing.
+    pub fn new(redis: Arc<RedisLink>, prefix: &str) -> Self {
+        WorkNoteOutbox::over(Arc::new(RedisOutbox::new(redis, prefix)))
     }
 
-    async fn connection(&self) -> Result<redis::aio::ConnectionManager, OutboxError> {
-        Ok(self.redis.get().await?)
+    /// The outbox over any of its storage backends.
+    pub fn over(store: Arc<dyn OutboxStore>) -> Self {
+        WorkNoteOutbox { store }
     }
 
     /// Queues `note` for an attempt at or after `not_before`.
@@ -251,15 +215,7 @@ impl WorkNoteOutbox {
         note: &PendingNote,
         not_before: EpochMillis,
     ) -> Result<(), OutboxError> {
-        let member = encode(note)?;
-        let mut conn = self.connection().await?;
-        redis::cmd("ZADD")
-            .arg(&self.pending_key)
-            .arg(not_before.as_millis())
-            .arg(member)
-            .query_async::<()>(&mut conn)
-            .await?;
-        Ok(())
+        self.push_all(std::slice::from_ref(note), not_before).await
     }
 
     /// Queues `notes` for attempts at or after `not_before`, in one round trip.
@@ -268,17 +224,8 @@ impl WorkNoteOutbox {
         notes: &[PendingNote],
         not_before: EpochMillis,
     ) -> Result<(), OutboxError> {
-        if notes.is_empty() {
-            return Ok(());
-        }
-        let mut zadd = redis::cmd("ZADD");
-        zadd.arg(&self.pending_key);
-        for note in notes {
-            zadd.arg(not_before.as_millis()).arg(encode(note)?);
-        }
-        let mut conn = self.connection().await?;
-        zadd.query_async::<()>(&mut conn).await?;
-        Ok(())
+        let members = notes.iter().map(encode).collect::<Result<Vec<_>, _>>()?;
+        Ok(self.store.push(&members, not_before).await?)
     }
 
     /// Takes the earliest note due at `now`, holding it until `hold_until`: if it is
@@ -288,22 +235,15 @@ impl WorkNoteOutbox {
         now: EpochMillis,
         hold_until: EpochMillis,
     ) -> Result<Option<ClaimedNote>, OutboxError> {
-        let mut conn = self.connection().await?;
         loop {
-            let member: Option<String> = CLAIM
-                .key(&self.pending_key)
-                .arg(now.as_millis())
-                .arg(hold_until.as_millis())
-                .invoke_async(&mut conn)
-                .await?;
-            let Some(member) = member else {
+            let Some(member) = self.store.claim_due(now, hold_until).await? else {
                 return Ok(None);
             };
             match serde_json::from_str(&member) {
                 Ok(pending) => return Ok(Some(ClaimedNote { pending, member })),
                 Err(error) => {
                     tracing::error!(%error, "dropping an undecodable pending work note");
-                    self.remove(&member).await?;
+                    self.store.remove(&member).await?;
                 }
             }
         }
@@ -311,7 +251,7 @@ impl WorkNoteOutbox {
 
     /// Removes a claimed note for good (delivered, or dropped).
     pub async fn complete(&self, claimed: &ClaimedNote) -> Result<(), OutboxError> {
-        self.remove(&claimed.member).await
+        Ok(self.store.remove(&claimed.member).await?)
     }
 
     /// Replaces a claimed note by `next`, due at `not_before`, in one step.
@@ -322,45 +262,20 @@ impl WorkNoteOutbox {
         not_before: EpochMillis,
     ) -> Result<(), OutboxError> {
         let member = encode(next)?;
-        let mut conn = self.connection().await?;
-        redis::pipe()
-            .atomic()
-            .zrem(&self.pending_key, &claimed.member)
-            .ignore()
-            .zadd(&self.pending_key, member, not_before.as_millis())
-            .ignore()
-            .query_async::<()>(&mut conn)
-            .await?;
-        Ok(())
-    }
-
-    async fn remove(&self, member: &str) -> Result<(), OutboxError> {
-        let mut conn = self.connection().await?;
-        redis::cmd("ZREM")
-            .arg(&self.pending_key)
-            .arg(member)
-            .query_async::<()>(&mut conn)
-            .await?;
-        Ok(())
+        Ok(self
+            .store
+            .reschedule(&claimed.member, &member, not_before)
+            .await?)
     }
 
     /// Notes waiting, due or not.
     pub async fn pending(&self) -> Result<u64, OutboxError> {
-        let mut conn = self.connection().await?;
-        Ok(redis::cmd("ZCARD")
-            .arg(&self.pending_key)
-            .query_async(&mut conn)
-            .await?)
+        Ok(self.store.pending().await?)
     }
 
     /// Until when every instance stays away from ServiceNow (zero when it need not).
     pub async fn cooldown_until(&self) -> Result<EpochMillis, OutboxError> {
-        let mut conn = self.connection().await?;
-        let until: Option<u64> = redis::cmd("GET")
-            .arg(&self.cooldown_key)
-            .query_async(&mut conn)
-            .await?;
-        Ok(EpochMillis(until.unwrap_or(0)))
+        Ok(self.store.cooldown_until().await?)
     }
 
     /// Tells every instance to stay away until `until` (`wait` from now).
@@ -369,17 +284,7 @@ impl WorkNoteOutbox {
         until: EpochMillis,
         wait: Duration,
     ) -> Result<(), OutboxError> {
-        let mut conn = self.connection().await?;
-        let ttl_ms = u64::try_from(wait.as_millis())
-            .unwrap_or(u64::MAX)
-            .max(1_000);
-        EXTEND_COOLDOWN
-            .key(&self.cooldown_key)
-            .arg(until.as_millis())
-            .arg(ttl_ms)
-            .invoke_async::<()>(&mut conn)
-            .await?;
-        Ok(())
+        Ok(self.store.extend_cooldown(until, wait).await?)
     }
 }
 

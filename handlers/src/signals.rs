@@ -204,13 +204,14 @@ pub async fn summarized(
 /// Summaries stored by `tier` for these jobs: counted by kind in the series, and logged
 /// as a `stored` line when there are any.
 pub fn stored<'a>(batch: &mut SignalBatch, tier: Tier, jobs: impl IntoIterator<Item = &'a JobId>) {
-    let mut counts = [0u64; 3];
+    let mut counts = [0u64; 2];
     for id in jobs {
         batch.count(field::stored(tier, id.kind), 1);
         counts[kind_index(id.kind)] += 1;
     }
     if counts.iter().any(|&n| n > 0) {
-        emit::stored(tier, counts[0], counts[1], counts[2]);
+        // Roll-ups are not jobs: the event's `rollup` field, which dashboards read, is 0.
+        emit::stored(tier, counts[0], counts[1], 0);
     }
 }
 
@@ -218,7 +219,6 @@ fn kind_index(kind: SummaryKind) -> usize {
     match kind {
         SummaryKind::Technician => 0,
         SummaryKind::Customer => 1,
-        SummaryKind::Rollup => 2,
     }
 }
 

@@ -116,7 +116,7 @@ fn work_note_sink(
         timeout: SERVICENOW_TIMEOUT,
     })
     .map_err(RuntimeSetupError::ServiceNow)?;
-    let outbox = WorkNoteOutbox::new(redis.lazy_connection(), &redis.key("servicenow"));
+    let outbox = WorkNoteOutbox::new(redis.link(), &redis.key("servicenow"));
     Ok(WorkNoteSink { client, outbox })
 }
 

@@ -15,9 +15,10 @@ use stormgate_handlers::state::AppState;
 use stormgate_handlers::system_clock::SystemClock;
 use stormgate_shared::clock::EpochMillis;
 use stormgate_shared::job::{SummaryKind, Tier};
-use stormgate_shared::rollup::region_key;
+use stormgate_shared::region_key::RegionKey;
+use stormgate_shared::region_rollup::RegionRollup;
 use stormgate_shared::store::Store;
-use stormgate_shared::summary::{EXTRACTIVE_MODEL, Summary};
+use stormgate_shared::summary::{EXTRACTIVE_MODEL, PutOutcome, Summary};
 use stormgate_shared::testing::redis_server::RedisServer;
 use stormgate_shared::tokens::Tokens;
 use tower::ServiceExt;
@@ -112,16 +113,17 @@ async fn unknown_tickets_are_404_and_malformed_ids_400() {
 async fn the_region_rollup_is_served_and_unknown_regions_are_404() {
     let redis = RedisServer::start().unwrap();
     let store: Arc<dyn Store> = Arc::new(redis.store("read-api").unwrap());
-    let mut rollup = summary(
-        1_800_000_000_000,
-        SummaryKind::Rollup,
+    let rollup = RegionRollup::llm(
+        RegionKey::of("north"),
+        EpochMillis(1_800_000_000_000),
+        "North: steady.".into(),
         Tier::Standard,
-        "North: steady.",
-    );
-    rollup.ticket = region_key("north");
-    rollup.number = "north".into();
-    rollup.input = serde_json::json!({"open": 3, "trend": "steady"});
-    store.put_summary(&rollup).await.unwrap();
+        "gpt-4o-2024-08-06",
+        Tokens(612),
+        "rollup/v1",
+    )
+    .with_facts(serde_json::json!({"open": 3, "trend": "steady"}));
+    store.put_rollup(&rollup).await.unwrap();
     let (status, body) = get(store.clone(), "/api/regions/North/rollup").await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["text"], "North: steady.");
@@ -130,4 +132,57 @@ async fn the_region_rollup_is_served_and_unknown_regions_are_404() {
     assert_eq!(body["tier"], "standard");
     let (status, _) = get(store, "/api/regions/south/rollup").await;
     assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+/// A roll-up as the deployed layout holds it: a `rollup` summary in the summary hash of
+/// the region's key (what the handler wrote before roll-ups had their own key type).
+const DEPLOYED_ROLLUP: &str = r#"{"ticket":"642a9f4e3ef8bd6689c62e008bee52d0","number":"north","version":1800000000000,"kind":"rollup","text":"North: steady.","tier":"standard","model":"gpt-4o-2024-08-06","degraded":false,"tokens_used":612,"created_at":1800000000000,"prompt_version":"rollup/v1","input":{"open":3,"trend":"steady"}}"#;
+
+#[tokio::test]
+async fn a_rollup_stored_in_the_deployed_layout_is_served_field_for_field() {
+    let redis = RedisServer::start().unwrap();
+    let client = redis::Client::open(redis.url()).unwrap();
+    let mut admin = client.get_multiplexed_async_connection().await.unwrap();
+    let () = redis::cmd("HSET")
+        .arg("{read-api}:summary:642a9f4e3ef8bd6689c62e008bee52d0")
+        .arg(&[
+            "rollup",
+            DEPLOYED_ROLLUP,
+            "rollup:version",
+            "1800000000000",
+            "rollup:rank",
+            "2",
+        ])
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let store: Arc<dyn Store> = Arc::new(redis.store("read-api").unwrap());
+    let (status, body) = get(store.clone(), "/api/regions/%20North/rollup").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        body,
+        serde_json::json!({
+            "text": "North: steady.",
+            "version": 1_800_000_000_000_u64,
+            "tier": "standard",
+            "model": "gpt-4o-2024-08-06",
+            "degraded": false,
+            "tokens_used": 612,
+            "prompt_version": "rollup/v1",
+            "created_at": 1_800_000_000_000_u64,
+            "created_at_utc": EpochMillis(1_800_000_000_000).to_string(),
+            "region": "north",
+            "facts": {"open": 3, "trend": "steady"},
+        })
+    );
+    // An older roll-up of the same region does not replace the deployed one.
+    let older = RegionRollup::fallback(
+        RegionKey::of("North"),
+        EpochMillis(1_799_999_999_000),
+        "North: older.".into(),
+    );
+    assert_eq!(
+        store.put_rollup(&older).await.unwrap(),
+        PutOutcome::Superseded
+    );
 }

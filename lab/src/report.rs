@@ -462,9 +462,9 @@ fn policy_report(run: &PolicyRun, prices: &BTreeMap<&str, (f64, f64)>) -> Policy
         wait_bound_seconds: Severity::ALL
             .iter()
             .filter(|_| has_queues)
-            .filter_map(|&s| {
-                let bound = DeadlinePolicy::default().wait(s, SummaryKind::Technician)?;
-                Some((s.as_str().to_owned(), bound.as_secs_f64()))
+            .map(|&s| {
+                let bound = DeadlinePolicy::default().wait(s, SummaryKind::Technician);
+                (s.as_str().to_owned(), bound.as_secs_f64())
             })
             .collect(),
         peak_utilization: peak,
@@ -1171,15 +1171,11 @@ pub fn html(report: &Report) -> String {
     let deadlines = DeadlinePolicy::default();
     for sev in Severity::ALL {
         let k = sev.as_str();
-        let references = deadlines
-            .wait(sev, SummaryKind::Technician)
-            .map(|d| {
-                vec![(
-                    format!("deadline {} s", thousands(d.as_secs())),
-                    d.as_secs_f64(),
-                )]
-            })
-            .unwrap_or_default();
+        let wait = deadlines.wait(sev, SummaryKind::Technician);
+        let references = vec![(
+            format!("deadline {} s", thousands(wait.as_secs())),
+            wait.as_secs_f64(),
+        )];
         body.push_str(
             &Chart {
                 title: format!("{k}: time to LLM summary, p95"),

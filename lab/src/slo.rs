@@ -28,12 +28,7 @@ pub struct Slo {
 impl Default for Slo {
     fn default() -> Self {
         let deadlines = DeadlinePolicy::default();
-        let bound = |s| {
-            deadlines
-                .wait(s, SummaryKind::Technician)
-                .map(|d| d.as_secs_f64())
-                .unwrap_or(f64::INFINITY)
-        };
+        let bound = |s| deadlines.wait(s, SummaryKind::Technician).as_secs_f64();
         Slo {
             p1_seconds: bound(Severity::P1),
             p2_seconds: bound(Severity::P2),

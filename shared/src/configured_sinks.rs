@@ -27,7 +27,6 @@ impl Sinks {
         match kind {
             SummaryKind::Customer => self.notices,
             SummaryKind::Technician => self.work_notes,
-            SummaryKind::Rollup => false,
         }
     }
 }

@@ -133,13 +133,12 @@ impl DeadlinePolicy {
     }
 
     /// How long a queued job of this severity and kind may wait for its LLM summary.
-    /// Roll-ups are not queued (the roll-up timer calls the model itself, within its own
-    /// admission wait), so they have none.
-    pub fn wait(&self, severity: Severity, kind: SummaryKind) -> Option<Duration> {
+    /// (Roll-ups are not queued: the roll-up timer calls the model itself, within its own
+    /// admission wait.)
+    pub fn wait(&self, severity: Severity, kind: SummaryKind) -> Duration {
         match kind {
-            SummaryKind::Technician => Some(self.technician.get(severity)),
-            SummaryKind::Customer => Some(self.customer.get(severity)),
-            SummaryKind::Rollup => None,
+            SummaryKind::Technician => self.technician.get(severity),
+            SummaryKind::Customer => self.customer.get(severity),
         }
     }
 
@@ -149,8 +148,8 @@ impl DeadlinePolicy {
         enqueued_at: EpochMillis,
         severity: Severity,
         kind: SummaryKind,
-    ) -> Option<EpochMillis> {
-        self.wait(severity, kind).map(|w| enqueued_at.plus(w))
+    ) -> EpochMillis {
+        enqueued_at.plus(self.wait(severity, kind))
     }
 }
 
@@ -198,17 +197,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn defaults_give_a_p1_technician_half_a_minute_and_roll_ups_no_deadline() {
+    fn defaults_give_a_p1_technician_half_a_minute_and_a_p5_notice_eight_hours() {
         let p = DeadlinePolicy::default();
         assert_eq!(
             p.deadline(EpochMillis(1_000), Severity::P1, SummaryKind::Technician),
-            Some(EpochMillis(31_000))
+            EpochMillis(31_000)
         );
         assert_eq!(
             p.wait(Severity::P5, SummaryKind::Customer),
-            Some(Duration::from_secs(8 * 3_600))
+            Duration::from_secs(8 * 3_600)
         );
-        assert_eq!(p.wait(Severity::P1, SummaryKind::Rollup), None);
         assert!(DeadlinePolicy::new(p.technician, p.customer).is_ok());
     }
 
@@ -221,7 +219,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             p.wait(Severity::P1, SummaryKind::Technician),
-            Some(Duration::from_secs(45))
+            Duration::from_secs(45)
         );
         let back: DeadlinePolicy =
             serde_json::from_str(&serde_json::to_string(&p).unwrap()).unwrap();

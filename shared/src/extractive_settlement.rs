@@ -82,7 +82,7 @@ pub async fn settle_extractive(
 fn degraded_summary(lease: &Lease, snapshot: &TicketSnapshot, clock: &dyn Clock) -> Summary {
     let id = &lease.job.id;
     let text = match id.kind {
-        SummaryKind::Technician | SummaryKind::Rollup => extractive::technician(snapshot),
+        SummaryKind::Technician => extractive::technician(snapshot),
         // Scrubbed against the ticket's own people, hosts and internal terms.
         SummaryKind::Customer => extractive::customer(snapshot).text,
     };

@@ -483,13 +483,12 @@ pub fn prepare(
         kinds.push(SummaryKind::Customer);
     }
     let coalesce_key = coalesce_key(t, policy.coalesce_window, now);
-    // Every queued kind has a deadline; one without would never be queued.
     let jobs = kinds
         .into_iter()
-        .filter_map(|kind| {
+        .map(|kind| {
             let choice = policy.tiers.choice(kind, &routed);
             let rank = routed.queue_rank(kind);
-            Some(Job {
+            Job {
                 id: JobId {
                     ticket: t.id.clone(),
                     version: t.version,
@@ -506,13 +505,13 @@ pub fn prepare(
                 ),
                 max_output_tokens: prompts::current(kind).max_output(),
                 enqueued_at: now,
-                deadline: policy.deadlines.deadline(now, routing, kind)?,
+                deadline: policy.deadlines.deadline(now, routing, kind),
                 hold_until: coalesce_key
                     .as_ref()
                     .and_then(|_| hold_until(policy, routing, kind, now)),
                 coalesce_key: coalesce_key.clone(),
                 region: t.region.clone(),
-            })
+            }
         })
         .collect();
 
@@ -543,7 +542,7 @@ fn hold_until(
     kind: SummaryKind,
     now: EpochMillis,
 ) -> Option<EpochMillis> {
-    let wait = policy.deadlines.wait(routing, kind)?;
+    let wait = policy.deadlines.wait(routing, kind);
     let hold = (wait / HOLD_SHARE_OF_WAIT).min(policy.coalesce_hold);
     (hold >= MIN_HOLD).then(|| now.plus(hold))
 }

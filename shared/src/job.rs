@@ -10,7 +10,8 @@ use crate::severity::Severity;
 use crate::ticket_id::TicketId;
 use crate::tokens::Tokens;
 
-/// The three summaries stormgate produces.
+/// The summaries stormgate produces of a ticket. (A region's executive roll-up is not a
+/// ticket's summary: see [`crate::region_rollup`].)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SummaryKind {
@@ -18,22 +19,15 @@ pub enum SummaryKind {
     Technician,
     /// Plain-language status for affected customers; scrubbed of internals.
     Customer,
-    /// Executive roll-up of a region.
-    Rollup,
 }
 
 impl SummaryKind {
-    pub const ALL: [SummaryKind; 3] = [
-        SummaryKind::Technician,
-        SummaryKind::Customer,
-        SummaryKind::Rollup,
-    ];
+    pub const ALL: [SummaryKind; 2] = [SummaryKind::Technician, SummaryKind::Customer];
 
     pub fn as_str(self) -> &'static str {
         match self {
             SummaryKind::Technician => "technician",
             SummaryKind::Customer => "customer",
-            SummaryKind::Rollup => "rollup",
         }
     }
 }
@@ -50,7 +44,6 @@ impl FromStr for SummaryKind {
         match s {
             "technician" => Ok(SummaryKind::Technician),
             "customer" => Ok(SummaryKind::Customer),
-            "rollup" => Ok(SummaryKind::Rollup),
             other => Err(format!("unknown summary kind {other:?}")),
         }
     }

@@ -38,6 +38,8 @@ pub mod metering;
 pub mod model_quota;
 pub mod prompts;
 pub mod redis_link;
+pub mod region_key;
+pub mod region_rollup;
 pub mod related_context;
 pub mod resummarize;
 pub mod retention;

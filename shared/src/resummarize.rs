@@ -97,31 +97,29 @@ pub fn jobs_for(
     }
     kinds
         .into_iter()
-        .filter_map(|kind| {
-            Some(Job {
-                id: JobId {
-                    ticket: t.id.clone(),
-                    version,
-                    kind,
-                },
-                number: t.number.clone(),
-                severity: Severity::P1,
-                // An operator asked for it now: first in the premium queue, whatever the
-                // tier table says of the ticket's own routing.
-                queue_rank: None,
-                tier: Tier::Premium,
-                llm: LlmUse::Always,
-                prompt_tokens: prompt_token_estimate(
-                    &prompts::ticket_text_for(kind, snapshot, policy.prompt_chars),
-                    kind,
-                ),
-                max_output_tokens: prompts::current(kind).max_output(),
-                enqueued_at: now,
-                deadline: policy.deadlines.deadline(now, Severity::P1, kind)?,
-                coalesce_key: None,
-                region: t.region.clone(),
-                hold_until: None,
-            })
+        .map(|kind| Job {
+            id: JobId {
+                ticket: t.id.clone(),
+                version,
+                kind,
+            },
+            number: t.number.clone(),
+            severity: Severity::P1,
+            // An operator asked for it now: first in the premium queue, whatever the
+            // tier table says of the ticket's own routing.
+            queue_rank: None,
+            tier: Tier::Premium,
+            llm: LlmUse::Always,
+            prompt_tokens: prompt_token_estimate(
+                &prompts::ticket_text_for(kind, snapshot, policy.prompt_chars),
+                kind,
+            ),
+            max_output_tokens: prompts::current(kind).max_output(),
+            enqueued_at: now,
+            deadline: policy.deadlines.deadline(now, Severity::P1, kind),
+            coalesce_key: None,
+            region: t.region.clone(),
+            hold_until: None,
         })
         .collect()
 }

@@ -670,6 +670,7 @@ mod tests {
     use super::*;
     use crate::clock::ManualClock;
     use crate::llm::{HintSource, ThrottleHint, Usage};
+    use crate::testing::scripted_llm::ScriptedLlm;
 
     #[test]
     fn the_retry_layer_and_the_governor_call_a_deployment_down_at_the_same_hint() {
@@ -677,35 +678,9 @@ mod tests {
         assert_eq!(RetryPolicy::default().down_threshold, governor.down_after);
     }
 
-    /// An LLM endpoint that answers from a script, in order, and counts calls.
-    #[derive(Debug, Default)]
-    struct ScriptedClient {
-        script: Mutex<VecDeque<Result<Completion, LlmError>>>,
-        seen: Mutex<Vec<ChatRequest>>,
-    }
-
-    impl ScriptedClient {
-        fn new(script: Vec<Result<Completion, LlmError>>) -> Self {
-            ScriptedClient {
-                script: Mutex::new(script.into()),
-                seen: Mutex::default(),
-            }
-        }
-        fn calls(&self) -> usize {
-            self.seen.lock().unwrap().len()
-        }
-    }
-
-    #[async_trait]
-    impl LlmClient for ScriptedClient {
-        async fn complete(&self, request: &ChatRequest) -> Result<Completion, LlmError> {
-            self.seen.lock().unwrap().push(request.clone());
-            self.script
-                .lock()
-                .unwrap()
-                .pop_front()
-                .unwrap_or_else(|| Err(server_error()))
-        }
+    /// An LLM endpoint that answers from a script, in order, then fails as a server does.
+    fn scripted(script: Vec<Result<Completion, LlmError>>) -> ScriptedLlm {
+        ScriptedLlm::new(script).then_failing_with(server_error())
     }
 
     /// Records what the retry layer asks of the governor; admits unless scripted.
@@ -816,7 +791,7 @@ mod tests {
     }
 
     struct Rig {
-        client: ScriptedClient,
+        client: ScriptedLlm,
         admission: RecordingGate,
         clock: ManualClock,
         policy: RetryPolicy,
@@ -826,7 +801,7 @@ mod tests {
     impl Rig {
         fn new(script: Vec<Result<Completion, LlmError>>) -> Self {
             Rig {
-                client: ScriptedClient::new(script),
+                client: scripted(script),
                 admission: RecordingGate::default(),
                 clock: ManualClock::starting_at(EpochMillis(1_000_000)),
                 policy: RetryPolicy::default(),
@@ -970,7 +945,7 @@ mod tests {
         )
         .await;
         assert_eq!(outcome.result, Err(GiveUp::ContextLength));
-        let seen = rig.client.seen.lock().unwrap();
+        let seen = rig.client.requests();
         assert_eq!(seen.len(), 2);
         assert_eq!(seen[1].messages[0].content, "short");
     }
@@ -1141,7 +1116,7 @@ mod tests {
             panic!("an idle deployment admits: {first:?}");
         };
         // Worker A is told to stay away 20 s, on its last allowed attempt.
-        let a = ScriptedClient::new(vec![Err(throttled(Some(Duration::from_secs(20))))]);
+        let a = scripted(vec![Err(throttled(Some(Duration::from_secs(20))))]);
         let last_try = RetryPolicy {
             max_attempts: 1,
             ..policy
@@ -1171,7 +1146,7 @@ mod tests {
         assert_eq!(clock.now(), start);
 
         // Worker B asks to call the same deployment right then: it waits out A's cooldown.
-        let b = ScriptedClient::new(vec![Ok(completion())]);
+        let b = scripted(vec![Ok(completion())]);
         let env_b = RetryEnv {
             client: &b,
             gate: &governor,

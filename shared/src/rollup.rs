@@ -4,9 +4,8 @@
 //! the major outages (P1/P2) with their latest technician summaries, and the trend
 //! against the previous roll-up. The LLM writes the prose when the governor admits the
 //! call promptly; otherwise, or when the call fails, an extractive roll-up of the same
-//! facts is stored. A roll-up is stored under the region's key (see [`region_key`]) as
-//! a [`SummaryKind::Rollup`] summary whose version is its creation time, so the
-//! newest always wins and the read API serves it like any other summary.
+//! facts is stored. A roll-up is stored under the region's own key ([`RegionKey`]) as a
+//! [`RegionRollup`] whose version is its creation time, so the newest always wins.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -16,33 +15,24 @@ use std::time::Duration;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use crate::clock::Clock;
 use crate::job::SummaryKind;
 use crate::llm::LlmClient;
 use crate::metering;
 use crate::prompts;
+use crate::region_key::RegionKey;
+use crate::region_rollup::RegionRollup;
 use crate::retry::{RetryEnv, RetryGate, RetryPolicy, complete_with_retry};
 use crate::severity::Severity;
 use crate::snapshot::{SnapshotLoad, TicketSnapshot};
 use crate::store::{Store, StoreError};
 use crate::summarize::Deployment;
-use crate::summary::{Summary, SummaryOf};
+use crate::summary::Summary;
 use crate::ticket_id::TicketId;
 
 /// Major outages listed per roll-up, most severe first.
 const MAJOR_OUTAGES_LISTED: usize = 8;
-
-/// The key a region's roll-up is stored under: a stable pseudo ticket id derived from
-/// the region name (trimmed, case-insensitive), so regions never collide with tickets
-/// in practice and never need escaping.
-pub fn region_key(region: &str) -> TicketId {
-    let digest = Sha256::digest(format!("region:{}", region.trim().to_lowercase()));
-    let mut bytes = [0u8; 16];
-    bytes.copy_from_slice(digest.get(..16).unwrap_or(&[0u8; 16]));
-    TicketId::from_bytes(bytes)
-}
 
 /// The facts of a region, computed from its tickets.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -63,11 +53,11 @@ impl RegionFacts {
     pub fn gather(
         region: &str,
         tickets: &[(TicketSnapshot, Option<Summary>)],
-        previous: Option<&Summary>,
+        previous: Option<&RegionRollup>,
     ) -> RegionFacts {
         let mut facts = RegionFacts {
             region: region.to_owned(),
-            previous_open: previous.and_then(|p| p.input.get("open")?.as_u64()),
+            previous_open: previous.and_then(|p| p.facts.get("open")?.as_u64()),
             ..RegionFacts::default()
         };
         for (snapshot, summary) in tickets {
@@ -171,7 +161,7 @@ pub struct RollupWorker<'a> {
 /// Whether a roll-up came from the model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RollupOutcome {
-    pub summary: Summary,
+    pub rollup: RegionRollup,
     pub llm_calls: usize,
 }
 
@@ -182,8 +172,8 @@ impl RollupWorker<'_> {
         region: &str,
         tickets: &[TicketId],
     ) -> Result<RollupOutcome, StoreError> {
-        let key = region_key(region);
-        let previous = self.store.summary(&key, SummaryKind::Rollup).await?;
+        let key = RegionKey::of(region);
+        let previous = self.store.rollup(&key).await?;
         let mut loaded = Vec::with_capacity(tickets.len());
         for id in tickets {
             let snapshot = match self.store.load_snapshot(id, None).await? {
@@ -198,7 +188,7 @@ impl RollupWorker<'_> {
             loaded.push((snapshot, summary));
         }
         let facts = RegionFacts::gather(region, &loaded, previous.as_ref());
-        let template = prompts::current(SummaryKind::Rollup);
+        let template = &prompts::ROLLUP_V1;
         let summaries: Vec<String> = facts
             .major
             .iter()
@@ -229,16 +219,10 @@ impl RollupWorker<'_> {
         };
         let retried = complete_with_retry(env, request, None, cost, None, &mut rng).await;
         let now = self.clock.now();
-        let of = SummaryOf {
-            ticket: key,
-            number: region.to_owned(),
-            version: now.as_millis(),
-            kind: SummaryKind::Rollup,
-            created_at: now,
-        };
-        let summary = match retried.result {
-            Ok(c) => Summary::llm(
-                of,
+        let rollup = match retried.result {
+            Ok(c) => RegionRollup::llm(
+                key,
+                now,
                 c.text.trim().to_owned(),
                 self.deployment.tier,
                 &c.model,
@@ -247,19 +231,19 @@ impl RollupWorker<'_> {
             ),
             Err(reason) => {
                 tracing::info!(%region, ?reason, "regional roll-up falls back to extractive");
-                Summary::fallback(of, facts.extractive())
+                RegionRollup::fallback(key, now, facts.extractive())
             }
         }
-        .with_input(serde_json::json!({
+        .with_facts(serde_json::json!({
             "region": region,
             "open": facts.open,
             "by_severity": facts.by_severity,
             "by_state": facts.by_state,
             "trend": facts.trend(),
         }));
-        self.store.put_summary(&summary).await?;
+        self.store.put_rollup(&rollup).await?;
         Ok(RollupOutcome {
-            summary,
+            rollup,
             llm_calls: retried.calls.len(),
         })
     }
@@ -267,36 +251,16 @@ impl RollupWorker<'_> {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::VecDeque;
     use std::sync::Arc;
-
-    use async_trait::async_trait;
 
     use super::*;
     use crate::clock::{EpochMillis, ManualClock};
     use crate::governor::{DeploymentBudget, Governor, GovernorPolicy, MemoryLedger};
     use crate::job::Tier;
-    use crate::llm::{ChatRequest, Completion, LlmError, RateLimitView, Usage};
+    use crate::llm::{Completion, RateLimitView, Usage};
     use crate::store::IngestRecord;
     use crate::store::memory::MemoryStore;
-
-    #[derive(Debug)]
-    struct ScriptedClient(
-        Mutex<VecDeque<Result<Completion, LlmError>>>,
-        Mutex<Vec<ChatRequest>>,
-    );
-
-    #[async_trait]
-    impl LlmClient for ScriptedClient {
-        async fn complete(&self, request: &ChatRequest) -> Result<Completion, LlmError> {
-            self.1.lock().unwrap().push(request.clone());
-            self.0
-                .lock()
-                .unwrap()
-                .pop_front()
-                .unwrap_or(Err(LlmError::Timeout))
-        }
-    }
+    use crate::testing::scripted_llm::ScriptedLlm;
 
     use crate::testing::ingested::{event, record};
 
@@ -337,7 +301,7 @@ mod tests {
     fn worker<'a>(
         store: &'a MemoryStore,
         governor: &'a Governor,
-        client: &'a ScriptedClient,
+        client: &'a ScriptedLlm,
         clock: &'a ManualClock,
     ) -> RollupWorker<'a> {
         RollupWorker {
@@ -363,38 +327,35 @@ mod tests {
     async fn the_model_writes_the_prose_and_the_counts_come_from_the_tickets() {
         let (store, governor, ids) = rig(100_000).await;
         let clock = ManualClock::starting_at(T0);
-        let client = ScriptedClient(
-            Mutex::new(VecDeque::from([Ok(Completion {
-                text: "North: two major outages, rising.".into(),
-                model: "gpt-4o-mini-2024-07-18".into(),
-                usage: Usage {
-                    prompt_tokens: 300,
-                    completion_tokens: 40,
-                    total_tokens: 340,
-                },
-                rate_limit: RateLimitView::default(),
-            })])),
-            Mutex::default(),
-        );
+        let client = ScriptedLlm::new([Ok(Completion {
+            text: "North: two major outages, rising.".into(),
+            model: "gpt-4o-mini-2024-07-18".into(),
+            usage: Usage {
+                prompt_tokens: 300,
+                completion_tokens: 40,
+                total_tokens: 340,
+            },
+            rate_limit: RateLimitView::default(),
+        })]);
         let outcome = worker(&store, &governor, &client, &clock)
             .rollup_region("north", &ids)
             .await
             .unwrap();
         assert_eq!(outcome.llm_calls, 1);
         let stored = store
-            .summary(&region_key("North "), SummaryKind::Rollup)
+            .rollup(&RegionKey::of("North "))
             .await
             .unwrap()
             .unwrap();
         assert_eq!(stored.text, "North: two major outages, rising.");
         assert_eq!(stored.prompt_version.as_deref(), Some("rollup/v1"));
-        assert_eq!(stored.input["open"], 3);
+        assert_eq!(stored.facts["open"], 3);
         assert_eq!(
-            stored.input["by_severity"],
+            stored.facts["by_severity"],
             serde_json::json!([3, 0, 0, 0, 0]),
             "the classifier routes every fibre cut up to P1"
         );
-        let prompt = &client.1.lock().unwrap()[0].messages[1].content;
+        let prompt = &client.requests()[0].messages[1].content;
         assert!(prompt.contains("Open tickets: 3"));
         assert!(prompt.contains("INC0010001 P1: INC0010001"), "{prompt}");
         assert!(
@@ -408,24 +369,24 @@ mod tests {
         // 1,000 TPM: a roll-up call can never fit the short window.
         let (store, governor, ids) = rig(1_000).await;
         let clock = ManualClock::starting_at(T0);
-        let client = ScriptedClient(Mutex::default(), Mutex::default());
+        let client = ScriptedLlm::new([]);
         let outcome = worker(&store, &governor, &client, &clock)
             .rollup_region("north", &ids)
             .await
             .unwrap();
-        assert!(client.1.lock().unwrap().is_empty());
-        assert_eq!(outcome.summary.tier, Tier::Extractive);
-        assert!(outcome.summary.degraded);
+        assert_eq!(client.calls(), 0);
+        assert_eq!(outcome.rollup.tier, Tier::Extractive);
+        assert!(outcome.rollup.degraded);
         assert!(
             outcome
-                .summary
+                .rollup
                 .text
                 .starts_with("north: 3 open tickets (first report).")
         );
         assert!(
-            outcome.summary.text.contains("INC0010001 P1:"),
+            outcome.rollup.text.contains("INC0010001 P1:"),
             "{}",
-            outcome.summary.text
+            outcome.rollup.text
         );
 
         // The next roll-up sees the trend against this one.
@@ -435,16 +396,9 @@ mod tests {
             .await
             .unwrap();
         assert!(
-            next.summary.text.contains("(falling)"),
+            next.rollup.text.contains("(falling)"),
             "{}",
-            next.summary.text
+            next.rollup.text
         );
-    }
-
-    #[test]
-    fn region_keys_are_stable_and_ignore_case_and_spacing() {
-        assert_eq!(region_key("North"), region_key(" north "));
-        assert_ne!(region_key("north"), region_key("south"));
-        assert_eq!(region_key("north").as_str().len(), 32);
     }
 }

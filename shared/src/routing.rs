@@ -103,7 +103,7 @@ impl Routing {
     pub fn queue_rank(&self, kind: SummaryKind) -> Severity {
         match kind {
             SummaryKind::Customer => one_level_down(self.severity),
-            SummaryKind::Technician | SummaryKind::Rollup => self.servicenow,
+            SummaryKind::Technician => self.servicenow,
         }
     }
 }

@@ -259,7 +259,7 @@ async fn read(store: &dyn Store, id: &JobId) -> Result<Reading, StoreError> {
             }
             load => load.current(),
         },
-        SummaryKind::Technician | SummaryKind::Rollup => None,
+        SummaryKind::Technician => None,
     };
     Ok(Reading::Delivered(Box::new(Settled { summary, snapshot })))
 }

@@ -332,7 +332,7 @@ impl TierWorker<'_> {
         };
         let related = match kind {
             SummaryKind::Technician => self.related_excerpt(items, reservation.is_some()).await,
-            SummaryKind::Customer | SummaryKind::Rollup => None,
+            SummaryKind::Customer => None,
         };
         // What a call costs at admission, plus the related excerpt when one goes with it.
         let cost = cost.total() + related.as_ref().map_or(Tokens::ZERO, |r| r.tokens);
@@ -558,9 +558,7 @@ fn fan_out(
             let own = prompts::at_most_sentences(&extractive::technician(&item.snapshot), 1);
             format!("{group} This ticket: {own}")
         }
-        SummaryKind::Technician | SummaryKind::Rollup => {
-            prompts::at_most_sentences(answer, TECHNICIAN_SENTENCES)
-        }
+        SummaryKind::Technician => prompts::at_most_sentences(answer, TECHNICIAN_SENTENCES),
         SummaryKind::Customer => scrub(answer.trim(), scrub_context).text,
     }
 }
@@ -573,7 +571,7 @@ fn fallback_text(
     scrub_context: &LazyCell<ScrubContext, impl FnOnce() -> ScrubContext>,
 ) -> String {
     match kind {
-        SummaryKind::Technician | SummaryKind::Rollup => extractive::technician(&item.snapshot),
+        SummaryKind::Technician => extractive::technician(&item.snapshot),
         SummaryKind::Customer => {
             let own = extractive::customer(&item.snapshot);
             scrub(&own.text, scrub_context).text
@@ -595,10 +593,7 @@ fn group_scrub_context(items: &[Item<'_>]) -> ScrubContext {
 
 #[cfg(test)]
 pub(crate) mod tests {
-    use std::collections::VecDeque;
     use std::sync::Arc;
-
-    use async_trait::async_trait;
 
     use super::*;
     use crate::clock::ManualClock;
@@ -610,32 +605,8 @@ pub(crate) mod tests {
     use crate::store::memory::MemoryStore;
     use crate::store::{AgingPolicy, IngestRecord, OwedStats};
     use crate::testing::ingested::{T0, event, record};
+    use crate::testing::scripted_llm::ScriptedLlm;
     use crate::ticket_id::TicketId;
-
-    #[derive(Debug)]
-    pub(crate) struct ScriptedClient {
-        script: Mutex<VecDeque<Result<Completion, LlmError>>>,
-        pub(crate) seen: Mutex<Vec<ChatRequest>>,
-    }
-
-    #[async_trait]
-    impl LlmClient for ScriptedClient {
-        async fn complete(&self, request: &ChatRequest) -> Result<Completion, LlmError> {
-            self.seen.lock().unwrap().push(request.clone());
-            self.script
-                .lock()
-                .unwrap()
-                .pop_front()
-                .unwrap_or(Err(LlmError::Timeout))
-        }
-    }
-
-    pub(crate) fn client(script: Vec<Result<Completion, LlmError>>) -> ScriptedClient {
-        ScriptedClient {
-            script: Mutex::new(script.into()),
-            seen: Mutex::default(),
-        }
-    }
 
     pub(crate) fn answer(text: &str) -> Result<Completion, LlmError> {
         Ok(Completion {
@@ -688,7 +659,7 @@ pub(crate) mod tests {
             }
         }
 
-        fn worker<'a>(&'a self, client: &'a ScriptedClient) -> TierWorker<'a> {
+        fn worker<'a>(&'a self, client: &'a ScriptedLlm) -> TierWorker<'a> {
             TierWorker {
                 store: &self.store,
                 client,
@@ -735,7 +706,7 @@ pub(crate) mod tests {
         .await;
         let group = rig.lease().await;
         assert_eq!(group.len(), 2);
-        let llm = client(vec![answer(
+        let llm = ScriptedLlm::new(vec![answer(
             "A fibre cut took down two aggregation sites. Broadband is out. Crews dispatched. \
              Sessions are down. Splice expected at 18:00. Extra sentence.",
         )]);
@@ -744,8 +715,8 @@ pub(crate) mod tests {
             .summarize_group(&group, None)
             .await
             .unwrap();
-        assert_eq!(llm.seen.lock().unwrap().len(), 1);
-        let prompt = llm.seen.lock().unwrap()[0].messages[1].content.clone();
+        assert_eq!(llm.calls(), 1);
+        let prompt = llm.requests()[0].messages[1].content.clone();
         assert!(prompt.contains("INC0010001") && prompt.contains("INC0010002"));
         assert_eq!(outcome.acked, 2);
         assert_eq!(outcome.tokens_used, Tokens(1_000));
@@ -795,13 +766,13 @@ pub(crate) mod tests {
         .await;
         let group = rig.lease().await;
         assert_eq!(group.len(), 1, "the P1 ticket is customer-impacting");
-        let llm = client(vec![]); // every call times out
+        let llm = ScriptedLlm::new(vec![]); // every call times out
         let outcome = rig
             .worker(&llm)
             .summarize_group(&group, None)
             .await
             .unwrap();
-        let calls = llm.seen.lock().unwrap().len();
+        let calls = llm.calls();
         assert_eq!(calls, RetryPolicy::default().max_attempts as usize);
         let stored = rig
             .store
@@ -830,7 +801,7 @@ pub(crate) mod tests {
         )])
         .await;
         let group = rig.lease().await;
-        let llm = client(vec![Err(LlmError::ContentFiltered {
+        let llm = ScriptedLlm::new(vec![Err(LlmError::ContentFiltered {
             message: "violence".into(),
         })]);
         let outcome = rig
@@ -838,7 +809,7 @@ pub(crate) mod tests {
             .summarize_group(&group, None)
             .await
             .unwrap();
-        assert_eq!(llm.seen.lock().unwrap().len(), 1);
+        assert_eq!(llm.calls(), 1);
         assert_eq!(outcome.acked, 1);
         // The instant extractive summary of this version stands.
         let stored = rig
@@ -856,7 +827,7 @@ pub(crate) mod tests {
         let ev = event(5, 1, "1", "2");
         let rig = Rig::new(vec![record(&ev, &[SummaryKind::Customer])]).await;
         let group = rig.lease().await;
-        let llm = client(vec![answer(
+        let llm = ScriptedLlm::new(vec![answer(
             "Jane Roe reports that ams-agg-05 (10.0.0.5) lost power; call +31 20 555 0100 or \
              noc@ops.example.net. Splice crew dispatched to site 5; BGP to 10.0.0.5 down.",
         )]);
@@ -904,13 +875,13 @@ pub(crate) mod tests {
             .ingest(&[record(&event(6, 2, "1", "2"), &[])])
             .await
             .unwrap();
-        let llm = client(vec![]);
+        let llm = ScriptedLlm::new(vec![]);
         let outcome = rig
             .worker(&llm)
             .summarize_group(&group, None)
             .await
             .unwrap();
-        assert!(llm.seen.lock().unwrap().is_empty());
+        assert_eq!(llm.calls(), 0);
         assert_eq!((outcome.superseded, outcome.acked), (1, 1));
     }
 
@@ -923,7 +894,7 @@ pub(crate) mod tests {
         .await;
         let group = rig.lease().await;
         assert_eq!(group.len(), 2);
-        let llm = client(vec![
+        let llm = ScriptedLlm::new(vec![
             answer("Tech."),
             answer("Customers in the north may see outages."),
         ]);
@@ -932,7 +903,7 @@ pub(crate) mod tests {
             .summarize_group(&group, None)
             .await
             .unwrap();
-        assert_eq!(llm.seen.lock().unwrap().len(), 2);
+        assert_eq!(llm.calls(), 2);
         assert_eq!(outcome.summaries.len(), 2);
         assert!(outcome.summaries.values().all(|s| *s == SummarySource::Llm));
     }
@@ -965,10 +936,10 @@ pub(crate) mod tests {
                 max_output_tokens: Tokens(120),
             },
         };
-        let llm = client(vec![answer("Fibre cut at site 8.")]);
+        let llm = ScriptedLlm::new(vec![answer("Fibre cut at site 8.")]);
         let outcome = rig.worker(&llm).summarize_admitted(&group).await.unwrap();
         assert_eq!(outcome.acked, 1);
-        let seen = llm.seen.lock().unwrap();
+        let seen = llm.requests();
         assert_eq!(seen.len(), 1);
         assert_eq!(seen[0].max_tokens, 120);
     }
@@ -1036,7 +1007,7 @@ pub(crate) mod tests {
                 },
                 message: "exceeded token rate limit".into(),
             });
-            let llm = client(vec![throttled]);
+            let llm = ScriptedLlm::new(vec![throttled]);
             let mut worker = rig.worker(&llm);
             worker.deployment = Deployment {
                 tier,
@@ -1046,7 +1017,7 @@ pub(crate) mod tests {
             // One attempt: the worker gives up at once, so the cooldown is still running.
             worker.settings.retry.max_attempts = 1;
             worker.summarize_admitted(&group).await.unwrap();
-            assert_eq!(llm.seen.lock().unwrap()[0].deployment, name.as_str());
+            assert_eq!(llm.requests()[0].deployment, name.as_str());
             let now = rig.clock.now();
             let admission = rig.governor.admit(&name, Tokens(100), now).await.unwrap();
             assert!(
@@ -1074,7 +1045,7 @@ pub(crate) mod tests {
         .await;
         let leases = rig.lease().await;
         let first = handoff(&rig, leases.clone()).await;
-        let llm = client(vec![answer("Fibre cut at sites 9 and 10.")]);
+        let llm = ScriptedLlm::new(vec![answer("Fibre cut at sites 9 and 10.")]);
         let settled = rig.worker(&llm).summarize_admitted(&first).await.unwrap();
         assert_eq!((settled.acked, settled.calls.len()), (2, 1));
 
@@ -1084,7 +1055,7 @@ pub(crate) mod tests {
         let mut other = rig.worker(&llm);
         other.holder = "worker-b".into();
         let outcome = other.summarize_admitted(&again).await.unwrap();
-        assert_eq!(llm.seen.lock().unwrap().len(), 1, "no second call");
+        assert_eq!(llm.calls(), 1, "no second call");
         assert_eq!(outcome.already_settled, 2);
         assert_eq!(
             outcome.lost_leases, 2,
@@ -1120,9 +1091,9 @@ pub(crate) mod tests {
             .unwrap();
         assert_eq!(busy, vec![CallClaim::Claimed]);
         let group = handoff(&rig, leases.clone()).await;
-        let llm = client(vec![answer("Fibre cut at site 12.")]);
+        let llm = ScriptedLlm::new(vec![answer("Fibre cut at site 12.")]);
         let outcome = rig.worker(&llm).summarize_admitted(&group).await.unwrap();
-        let seen = llm.seen.lock().unwrap().clone();
+        let seen = llm.requests();
         assert_eq!(seen.len(), 1);
         assert!(
             !seen[0].messages[1].content.contains("INC0010011"),
@@ -1168,9 +1139,9 @@ pub(crate) mod tests {
             .unwrap();
         let before = remaining_tokens(&rig).await;
         let group = handoff(&rig, leases).await;
-        let llm = client(vec![]);
+        let llm = ScriptedLlm::new(vec![]);
         let outcome = rig.worker(&llm).summarize_admitted(&group).await.unwrap();
-        assert!(llm.seen.lock().unwrap().is_empty());
+        assert_eq!(llm.calls(), 0);
         assert_eq!((outcome.in_flight_elsewhere, outcome.acked), (1, 0));
         assert_eq!(remaining_tokens(&rig).await, before);
     }

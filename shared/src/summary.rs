@@ -34,12 +34,11 @@ pub struct Summary {
     pub input: serde_json::Value,
 }
 
-/// What every summary says of its subject: which ticket version (or region, for a roll-up)
-/// it summarizes, as what kind, and when it was written.
+/// What every summary says of its subject: which ticket version it summarizes, as what kind, and when it was written.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SummaryOf {
     pub ticket: TicketId,
-    /// The human ticket number (the region's name for a roll-up).
+    /// The human ticket number.
     pub number: String,
     pub version: u64,
     pub kind: SummaryKind,
@@ -153,7 +152,12 @@ pub fn replaces(candidate: &Summary, current: &Summary) -> bool {
 /// extractive fallback after the LLM path gave up (1), an LLM summary (2). Both
 /// store backends rank by this one function.
 pub fn standing(summary: &Summary) -> u8 {
-    match (summary.tier, summary.degraded) {
+    standing_of(summary.tier, summary.degraded)
+}
+
+/// The [`standing`] of a text written on `tier`, `degraded` or not (roll-ups rank so too).
+pub fn standing_of(tier: Tier, degraded: bool) -> u8 {
+    match (tier, degraded) {
         (Tier::Extractive, false) => 0,
         (Tier::Extractive, true) => 1,
         (Tier::Standard | Tier::Premium, _) => 2,

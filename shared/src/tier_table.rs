@@ -172,14 +172,12 @@ impl Default for TierTable {
 }
 
 impl TierTable {
-    /// The entry for a job of `kind` of a ticket routed as `routing`. Roll-ups are not
-    /// queued; they read as standard.
+    /// The entry for a job of `kind` of a ticket routed as `routing`.
     pub fn choice(&self, kind: SummaryKind, routing: &Routing) -> TierChoice {
         let row = match kind {
             SummaryKind::Technician if routing.lifted() => Row::Lifted,
             SummaryKind::Technician => Row::Technician,
             SummaryKind::Customer => Row::Customer,
-            SummaryKind::Rollup => return TierChoice::STANDARD,
         };
         self.entry(row, routing.severity)
     }

@@ -103,7 +103,7 @@ fn job(n: usize, a: &Arrival, deadlines: &DeadlinePolicy) -> Job {
         prompt_tokens: Tokens(a.prompt),
         max_output_tokens: Tokens(300),
         enqueued_at,
-        deadline: deadlines.deadline(enqueued_at, severity, kind).unwrap(),
+        deadline: deadlines.deadline(enqueued_at, severity, kind),
         coalesce_key: a.outage.map(|o| format!("outage-{o}")),
         region: None,
         hold_until: None,

@@ -14,6 +14,7 @@ mod governor_conformance;
 mod governor_fleet;
 mod governor_props;
 mod ingest_batch;
+mod outbox_conformance;
 mod redis_store;
 mod scrubber_corpus;
 mod scrubber_props;

@@ -16,6 +16,8 @@ use serde_json::json;
 use stormgate_shared::clock::EpochMillis;
 use stormgate_shared::event::CdcHeaders;
 use stormgate_shared::job::{Job, JobId, SummaryKind, Tier};
+use stormgate_shared::region_key::RegionKey;
+use stormgate_shared::region_rollup::RegionRollup;
 use stormgate_shared::severity::Severity::{self, P1, P2, P3, P4, P5};
 use stormgate_shared::store::{
     AgingPolicy, CallClaim, DeadLetter, IngestOutcome, IngestRecord, Lease, OwedStats, PurgeReport,
@@ -24,6 +26,7 @@ use stormgate_shared::store::{
 use stormgate_shared::summary::PutOutcome;
 use stormgate_shared::testing::fixtures::{job, record, summary, technician_job, ticket};
 use stormgate_shared::ticket_id::TicketId;
+use stormgate_shared::tokens::Tokens;
 
 const PROMOTE_EVERY: Duration = Duration::from_secs(60);
 const LEASE_FOR: Duration = Duration::from_secs(30);
@@ -1603,6 +1606,68 @@ async fn the_dead_letter_stream_keeps_its_cap_and_counts_what_it_trimmed(store: 
     assert_eq!(store.dead_letters(1).await.unwrap()[0].1.offset, Some(3));
 }
 
+fn rollup(region: &str, at: u64, tier: Tier, text: &str) -> RegionRollup {
+    let region = RegionKey::of(region);
+    let at = EpochMillis(at);
+    match tier {
+        Tier::Extractive => RegionRollup::fallback(region, at, text.into()),
+        llm => RegionRollup::llm(
+            region,
+            at,
+            text.into(),
+            llm,
+            "gpt-4o-mini",
+            Tokens(340),
+            "rollup/v1",
+        ),
+    }
+    .with_facts(json!({"open": 3}))
+}
+
+async fn a_rollup_keeps_the_latest_version_and_prefers_the_models_at_equal_version(
+    store: &dyn Store,
+) {
+    let north = RegionKey::of("North");
+    assert_eq!(store.rollup(&north).await.unwrap(), None);
+    let first = rollup("north", 1_000, Tier::Extractive, "extractive 1");
+    assert_eq!(store.put_rollup(&first).await.unwrap(), PutOutcome::Stored);
+    let llm = rollup("north", 1_000, Tier::Standard, "model 1");
+    assert_eq!(store.put_rollup(&llm).await.unwrap(), PutOutcome::Stored);
+    assert_eq!(
+        store.put_rollup(&first).await.unwrap(),
+        PutOutcome::Superseded
+    );
+    let older = rollup("North", 999, Tier::Standard, "model 0");
+    assert_eq!(
+        store.put_rollup(&older).await.unwrap(),
+        PutOutcome::Superseded
+    );
+    assert_eq!(
+        store.rollup(&RegionKey::of(" NORTH ")).await.unwrap(),
+        Some(llm)
+    );
+    let newer = rollup("north", 2_000, Tier::Extractive, "extractive 2");
+    assert_eq!(store.put_rollup(&newer).await.unwrap(), PutOutcome::Stored);
+    assert_eq!(store.rollup(&north).await.unwrap(), Some(newer));
+    assert_eq!(store.rollup(&RegionKey::of("south")).await.unwrap(), None);
+}
+
+async fn a_rollup_is_left_alone_by_the_purge_of_tickets(store: &dyn Store) {
+    store
+        .ingest(&[ingested_at(record(1, 1, vec![]), NOW)])
+        .await
+        .unwrap();
+    let stored = rollup("north", NOW.as_millis(), Tier::Standard, "North: steady.");
+    store.put_rollup(&stored).await.unwrap();
+    let long_after = NOW.plus(StoreLimits::default().retention * 2);
+    let report = store.purge_expired(long_after, 100).await.unwrap();
+    assert_eq!(report.tickets, 1);
+    assert_eq!(
+        store.rollup(&RegionKey::of("north")).await.unwrap(),
+        Some(stored)
+    );
+}
+
 /// Instantiates every test for both backends.
 macro_rules! conformance {
     ($($test:ident),* $(,)?) => {
@@ -1671,4 +1736,6 @@ conformance!(
     a_claimed_delivery_is_due_again_only_when_its_claim_runs_out,
     a_call_is_claimed_by_one_holder_until_its_claim_runs_out,
     a_call_whose_final_summary_is_stored_is_done,
+    a_rollup_keeps_the_latest_version_and_prefers_the_models_at_equal_version,
+    a_rollup_is_left_alone_by_the_purge_of_tickets,
 );

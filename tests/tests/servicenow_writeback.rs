@@ -3,15 +3,16 @@
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use stormgate_e2e::servicenow_server::{FakeServiceNow, SnReply};
-use stormgate_handlers::redis_connector::LazyConnection;
 use stormgate_handlers::secrets::Secret;
 use stormgate_handlers::servicenow::{
     DeliveryReport, ServiceNowClient, ServiceNowConfig, WorkNoteOutbox, WorkNoteSink,
 };
 use stormgate_shared::clock::{Clock, EpochMillis, ManualClock};
+use stormgate_shared::redis_link::RedisLink;
 use stormgate_shared::sinks::WorkNote;
 use stormgate_shared::testing::redis_server::RedisServer;
 use stormgate_shared::ticket_id::TicketId;
@@ -37,7 +38,7 @@ async fn sink(server: &FakeServiceNow, redis: &RedisServer, password: &str) -> W
         })
         .unwrap(),
         outbox: WorkNoteOutbox::new(
-            LazyConnection::ready(redis_connection(redis).await),
+            Arc::new(RedisLink::ready(redis_connection(redis).await)),
             WorkNoteOutbox::DEFAULT_PREFIX,
         ),
     }

@@ -4,11 +4,10 @@
 use axum::Json;
 use axum::extract::{Path, State};
 use serde_json::{Value, json};
-use stormgate_shared::job::SummaryKind;
-use stormgate_shared::rollup::region_key;
+use stormgate_shared::region_key::RegionKey;
+use stormgate_shared::region_rollup::RegionRollup;
 
 use crate::error::ApiError;
-use crate::functions::summaries::summary_json;
 use crate::state::AppState;
 
 /// Region names are short labels; anything longer is not one.
@@ -25,13 +24,27 @@ pub async fn get(
     }
     let store = state.store().await?;
     let rollup = store
-        .summary(&region_key(&region), SummaryKind::Rollup)
+        .rollup(&RegionKey::of(&region))
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("no roll-up for region {region:?} yet")))?;
-    let mut body = summary_json(&rollup);
-    if let Some(object) = body.as_object_mut() {
-        object.insert("region".into(), json!(rollup.number));
-        object.insert("facts".into(), rollup.input.clone());
-    }
-    Ok(Json(body))
+    Ok(Json(rollup_json(&rollup)))
+}
+
+/// A roll-up as the read API answers it: the fields a ticket's summary has (see
+/// `summaries::summary_json`), the region's name as the roll-up was made for it, and
+/// the counts it was built from.
+fn rollup_json(r: &RegionRollup) -> Value {
+    json!({
+        "text": r.text,
+        "version": r.version,
+        "tier": r.tier,
+        "model": r.model,
+        "degraded": r.degraded,
+        "tokens_used": r.tokens_used,
+        "prompt_version": r.prompt_version,
+        "created_at": r.created_at,
+        "created_at_utc": r.created_at.to_string(),
+        "region": r.region.name(),
+        "facts": r.facts,
+    })
 }

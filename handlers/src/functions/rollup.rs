@@ -74,8 +74,8 @@ pub async fn run(
         let outcome = worker.rollup_region(&region, &tickets).await?;
         rolled.push(json!({
             "region": region,
-            "tier": outcome.summary.tier,
-            "degraded": outcome.summary.degraded,
+            "tier": outcome.rollup.tier,
+            "degraded": outcome.rollup.degraded,
             "llm_calls": outcome.llm_calls,
         }));
     }

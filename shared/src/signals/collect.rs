@@ -276,7 +276,9 @@ fn severity_status(
         deadline_ms: config
             .deadlines
             .wait(severity, SummaryKind::Technician)
-            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+            .as_millis()
+            .try_into()
+            .unwrap_or(u64::MAX),
         behind_ms,
     }
 }

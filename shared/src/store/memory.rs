@@ -21,6 +21,8 @@ use super::{
 };
 use crate::clock::EpochMillis;
 use crate::job::{Job, JobId, SummaryKind, Tier};
+use crate::region_key::RegionKey;
+use crate::region_rollup::RegionRollup;
 use crate::severity::Severity;
 use crate::summary::{PutOutcome, Summary, replaces, standing};
 use crate::ticket_id::TicketId;
@@ -59,6 +61,8 @@ type Entry = (u64, String);
 struct State {
     tickets: BTreeMap<TicketId, StoredTicket>,
     summaries: BTreeMap<(TicketId, SummaryKind), Summary>,
+    /// The latest roll-up per region key.
+    rollups: BTreeMap<String, RegionRollup>,
     /// By job id; looked up, never walked in order (a hash map: the dispatcher's backlog
     /// scan looks up thousands of jobs a tick).
     jobs: HashMap<String, StoredJob>,
@@ -259,6 +263,17 @@ impl State {
             .get(region)
             .map(|index| index.values().rev().take(limit).cloned().collect())
             .unwrap_or_default()
+    }
+
+    fn put_rollup(&mut self, rollup: &RegionRollup) -> PutOutcome {
+        let key = rollup.region.as_str();
+        if let Some(current) = self.rollups.get(key)
+            && !rollup.replaces(current)
+        {
+            return PutOutcome::Superseded;
+        }
+        self.rollups.insert(key.to_owned(), rollup.clone());
+        PutOutcome::Stored
     }
 
     fn put_summary(&mut self, summary: &Summary) -> PutOutcome {
@@ -931,6 +946,14 @@ impl Store for MemoryStore {
         kind: SummaryKind,
     ) -> Result<Option<Summary>, StoreError> {
         Ok(self.state().summaries.get(&(ticket.clone(), kind)).cloned())
+    }
+
+    async fn put_rollup(&self, rollup: &RegionRollup) -> Result<PutOutcome, StoreError> {
+        Ok(self.state().put_rollup(rollup))
+    }
+
+    async fn rollup(&self, region: &RegionKey) -> Result<Option<RegionRollup>, StoreError> {
+        Ok(self.state().rollups.get(region.as_str()).cloned())
     }
 
     async fn lease(

@@ -6,6 +6,7 @@
 //! against both, so the lab measures the same semantics production has.
 
 pub mod memory;
+pub mod outbox;
 pub mod redis;
 
 use std::time::Duration;
@@ -16,6 +17,8 @@ use serde::{Deserialize, Serialize};
 use crate::clock::EpochMillis;
 use crate::event::CdcHeaders;
 use crate::job::{Job, JobId, SummaryKind, Tier};
+use crate::region_key::RegionKey;
+use crate::region_rollup::RegionRollup;
 use crate::severity::Severity;
 use crate::snapshot::SnapshotLoad;
 use crate::summary::{PutOutcome, Summary};
@@ -362,6 +365,14 @@ pub trait Store: ConsoleStore + Send + Sync + std::fmt::Debug {
         ticket: &TicketId,
         kind: SummaryKind,
     ) -> Result<Option<Summary>, StoreError>;
+
+    /// Stores a region's roll-up unless a newer one, or a better one of the same version
+    /// (the model's over an extractive one), is stored. The purge of tickets leaves
+    /// roll-ups alone; in Redis a region's roll-up expires the retention plus
+    /// [`KEY_EXPIRY_GRACE`] after its latest one was stored.
+    async fn put_rollup(&self, rollup: &RegionRollup) -> Result<PutOutcome, StoreError>;
+    /// The latest roll-up stored for `region`.
+    async fn rollup(&self, region: &RegionKey) -> Result<Option<RegionRollup>, StoreError>;
 
     /// Leases the job with the best effective priority in `tier` (see
     /// [`AgingPolicy::effective_score`]), plus up to `max_group - 1` pending jobs of that

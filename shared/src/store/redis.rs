@@ -19,6 +19,7 @@
 //! | `{ns}:ticket:<sys_id>`            | hash   | `version`, `snapshot` (JSON), `region` (when it has one), `number` |
 //! | `{ns}:number:<number>`            | string | the `sys_id` of the ticket numbered so (`INC0012345`); expires and is purged with the ticket |
 //! | `{ns}:summary:<sys_id>`           | hash   | per kind: `<kind>` (JSON), `<kind>:version`, `<kind>:rank` (extractive 0, LLM 1) |
+//! | `{ns}:summary:<region key>`       | hash   | a region's roll-up: `rollup` (JSON), `rollup:version`, `rollup:rank`; the key is [`RegionKey`]'s 32 hex digits |
 //! | `{ns}:job:<job id>`               | hash   | `json`, `ticket`, `version`, `kind`, `tier`, `rank`, `enq`, `co`; while leased `token`, `exp`; `cancelled` |
 //! | `{ns}:ticket_jobs:<sys_id>`       | set    | ids of the ticket's pending and leased jobs              |
 //! | `{ns}:pending:<tier>:<rank>`      | zset   | pending job ids of one tier and severity, score = enqueued_at |
@@ -34,6 +35,12 @@
 //! | `{ns}:ingest_seq`                 | string | counter ordering the region indexes                     |
 //! | `{ns}:owed:<kind>`                | zset   | job ids whose stored summary owes its sink a delivery, score = when it is due (a claim moves it to the claim's end); a job leaves it when its delivery is completed, found superseded, or its summary gone |
 //! | `{ns}:call:<job id>`              | hash   | `holder`, `until`: the claim on the job's LLM call; expires with the claim |
+//!
+//! Next to these, outside the `{ns}` hash tag as they have always been (each of their
+//! commands and scripts touches one key), the ServiceNow work-note outbox keeps
+//! `<ns>:servicenow:pending` (zset: encoded pending notes, score = next attempt) and
+//! `<ns>:servicenow:cooldown_until` (string: epoch ms, expiring with the cooldown); see
+//! [`super::outbox`], whose scripts are `scripts/outbox_*.lua`.
 //!
 //! The summary hash also keeps `<kind>:delivered`, the latest version of that kind whose
 //! delivery (customer notice, work note) was completed; it lives and goes with the hash.
@@ -76,6 +83,8 @@ use crate::clock::EpochMillis;
 use crate::event::CdcHeaders;
 use crate::fault_switches::{self, Mechanism};
 use crate::job::{Job, JobId, SummaryKind, Tier};
+use crate::region_key::RegionKey;
+use crate::region_rollup::RegionRollup;
 use crate::severity::Severity;
 use crate::summary::{PutOutcome, Summary, standing};
 use crate::ticket_id::TicketId;
@@ -113,6 +122,7 @@ struct Scripts {
     ingest: Script,
     enqueue: Script,
     put_summary: Script,
+    put_rollup: Script,
     lease: Script,
     pending: Script,
     lease_jobs: Script,
@@ -138,6 +148,7 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     ingest: store_script!("ingest.lua"),
     enqueue: store_script!("enqueue.lua"),
     put_summary: store_script!("put_summary.lua"),
+    put_rollup: store_script!("put_rollup.lua"),
     lease: store_script!("lease.lua"),
     pending: store_script!("pending.lua"),
     lease_jobs: store_script!("lease_jobs.lua"),
@@ -151,11 +162,12 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
 });
 
 impl Scripts {
-    fn all(&self) -> [&Script; 13] {
+    fn all(&self) -> [&Script; 14] {
         [
             &self.ingest,
             &self.enqueue,
             &self.put_summary,
+            &self.put_rollup,
             &self.lease,
             &self.pending,
             &self.lease_jobs,
@@ -409,6 +421,10 @@ impl RedisStore {
         Ok(invocation)
     }
 }
+
+/// The field of a region's summary hash its roll-up is kept in (with `rollup:version`
+/// and `rollup:rank`), as a ticket's summary of a kind is kept in the kind's field.
+const ROLLUP_FIELD: &str = "rollup";
 
 /// A summary's standing against others of the same version (see [`standing`]).
 fn summary_rank(summary: &Summary) -> u8 {
@@ -727,6 +743,32 @@ impl Store for RedisStore {
         let mut cmd = redis::cmd("HGET");
         cmd.arg(self.key(&["summary", ticket.as_str()]))
             .arg(kind.as_str());
+        let json: Option<String> = self.query(&cmd).await?;
+        json.map(|j| from_json(&j)).transpose()
+    }
+
+    async fn put_rollup(&self, rollup: &RegionRollup) -> Result<PutOutcome, StoreError> {
+        let mut invocation = SCRIPTS.put_rollup.prepare_invoke();
+        invocation
+            .key(self.key(&["summary", rollup.region.as_str()]))
+            .arg(&self.prefix)
+            .arg(rollup.region.as_str())
+            .arg(rollup.version)
+            .arg(rollup.standing())
+            .arg(to_json(rollup)?)
+            .arg(self.key_ttl_ms());
+        let stored: u8 = self.run(&invocation).await?;
+        Ok(if stored == 1 {
+            PutOutcome::Stored
+        } else {
+            PutOutcome::Superseded
+        })
+    }
+
+    async fn rollup(&self, region: &RegionKey) -> Result<Option<RegionRollup>, StoreError> {
+        let mut cmd = redis::cmd("HGET");
+        cmd.arg(self.key(&["summary", region.as_str()]))
+            .arg(ROLLUP_FIELD);
         let json: Option<String> = self.query(&cmd).await?;
         json.map(|j| from_json(&j)).transpose()
     }
