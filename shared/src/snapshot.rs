@@ -207,10 +207,19 @@ pub(crate) fn test_event(n: u8, version: u64, priority: &str, state: &str) -> se
 /// A ticket event as ingest would store it, for unit tests of what reads snapshots.
 #[cfg(test)]
 pub(crate) fn snapshot_of_event(json: &serde_json::Value) -> TicketSnapshot {
+    snapshot_of_event_bounded(json, crate::log_bounding::BoundingLimits::default())
+}
+
+/// [`snapshot_of_event`] with the alarm log bounded to `limits`.
+#[cfg(test)]
+pub(crate) fn snapshot_of_event_bounded(
+    json: &serde_json::Value,
+    limits: crate::log_bounding::BoundingLimits,
+) -> TicketSnapshot {
     use crate::classifier::Classifier;
     use crate::classifier::features::FeatureInput;
     use crate::event::{CdcHeaders, ParseLimits, parse_event};
-    use crate::log_bounding::{BoundingLimits, bound_lines};
+    use crate::log_bounding::bound_lines;
 
     let ticket = parse_event(
         json.to_string().as_bytes(),
@@ -218,7 +227,7 @@ pub(crate) fn snapshot_of_event(json: &serde_json::Value) -> TicketSnapshot {
         ParseLimits::default(),
     )
     .expect("a valid test event");
-    let log = bound_lines(ticket.alarm_lines(), BoundingLimits::default());
+    let log = bound_lines(ticket.alarm_lines(), limits);
     let input = FeatureInput::from_ticket(&ticket, &log);
     let prediction = Classifier::embedded()
         .expect("the embedded model")
@@ -252,5 +261,104 @@ mod tests {
             matches!(&unreadable, SnapshotLoad::Unreadable { version: 3, reason } if !reason.is_empty()),
             "{unreadable:?}"
         );
+    }
+}
+
+/// What readers make of a snapshot's bounded alarm log, pinned byte for byte: the prompt
+/// text, the extractive summaries and the scrubber's view must not change with the way
+/// the log is kept.
+#[cfg(test)]
+mod rendering_tests {
+    use super::*;
+    use crate::log_bounding::BoundingLimits;
+
+    /// A storm ticket whose alarm log has repeats (counted `[xN]`) and more distinct lines
+    /// than the cap holds (an omission marker between head and tail).
+    pub(super) fn bounded_storm_snapshot() -> TicketSnapshot {
+        let mut event = test_event(4, 9, "2", "2");
+        let mut alarms = String::new();
+        for i in 0..12 {
+            alarms.push_str(&format!(
+                "2026-11-29 10:00:{i:02} LOS alarm on xe-0/0/{i} at ams-agg-04\n"
+            ));
+        }
+        for word in [
+            "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf",
+        ] {
+            alarms.push_str(&format!(
+                "2026-11-29 10:01:00 PSU {word} degraded on ams-agg-04\n"
+            ));
+        }
+        alarms.push_str("2026-11-29 10:02:00 BGP neighbor 10.0.0.4 state Idle\n");
+        alarms.push_str("2026-11-29 10:02:30 BGP neighbor 10.0.0.5 state Idle\n");
+        event["u_alarm_log"] = alarms.into();
+        snapshot_of_event_bounded(
+            &event,
+            BoundingLimits {
+                max_bytes: 400,
+                head_percent: 35,
+            },
+        )
+    }
+
+    #[test]
+    fn the_prompt_text_renders_the_bounded_log_with_counts_and_omission_marker() {
+        let text = crate::prompts::ticket_text(&bounded_storm_snapshot(), 100_000);
+        assert_eq!(
+            text.body,
+            "Number: INC0010004\nSeverity: P1\nState: In Progress\nService/CI: ams-agg-04\nCategory: network\nLocation: Amsterdam DC2\nRegion: north\nAssignment group: NOC Tier 2\nParent incident: INC0009999\nCustomers affected: 1200\nShort description: Site 4 down after fibre cut\nDescription: Aggregation router lost both uplinks.\nWork notes (oldest first):\n- Splice crew dispatched to site 4; BGP to 10.0.0.4 down.\nAlarm log (repeats collapsed):\n2026-11-29 10:00:00 LOS alarm on xe-0/0/0 at ams-agg-04 [x12]\n2026-11-29 10:01:00 PSU alpha degraded on ams-agg-04\n[... 3 lines omitted ...]\n2026-11-29 10:01:00 PSU echo degraded on ams-agg-04\n2026-11-29 10:01:00 PSU foxtrot degraded on ams-agg-04\n2026-11-29 10:01:00 PSU golf degraded on ams-agg-04\n2026-11-29 10:02:00 BGP neighbor 10.0.0.4 state Idle [x2]\n"
+        );
+    }
+
+    #[test]
+    fn the_extractive_summaries_of_a_bounded_log_stay_as_they_were() {
+        let s = bounded_storm_snapshot();
+        assert_eq!(
+            crate::extractive::technician(&s),
+            "INC0010004 (P1, In Progress): Site 4 down after fibre cut on ams-agg-04 in north; alarms: 12x loss of light, 4x PSU, 2x BGP/OSPF. Impact: 1200 customers affected; routed up from P2 by the classifier. Tried: Splice crew dispatched to site 4; BGP to 10.0.0.4 down. State: In Progress. Next: dispatch the fibre team to locate the break (NOC Tier 2)."
+        );
+        assert_eq!(
+            crate::extractive::customer(&s).text,
+            "We are aware of an issue affecting internet service in the north area. Around 1,200 customers are affected. The cause is damage to a fibre cable. Our engineers are working to restore service. We will send another update as soon as we know more. We apologise for the disruption."
+        );
+    }
+
+    /// The scrubber reads the rendered log as one text: a customer text copying words
+    /// across a repeat count or the omission marker is caught.
+    #[test]
+    fn the_scrub_context_holds_runs_of_the_rendered_bounded_log() {
+        let ctx = bounded_storm_snapshot().scrub_context();
+        for copied in [
+            "seen on ams agg 04 x12 2026 11",
+            "then 3 lines omitted 2026 11 29",
+            "at 10.0.0.4 state Idle [x2] now",
+        ] {
+            let leaks = crate::scrubber::find_leaks(copied, &ctx);
+            assert!(
+                leaks
+                    .iter()
+                    .any(|l| l.kind == crate::scrubber::LeakKind::InternalText),
+                "{copied}: {leaks:?}"
+            );
+        }
+    }
+
+    /// A snapshot as stored before the bounded log was kept as data: the log rendered
+    /// into an `alarm` entry of `log`, its report beside it as `bounding`.
+    const STORED_WITH_RENDERED_LOG: &str = r#"{"id":"00000000000000000000000000000004","number":"INC0010004","version":9,"action":"update","updated_at":1800001800000,"opened_at":1800000000000,"severity":"P2","impact":null,"urgency":null,"state":"in_progress","category":"network","subcategory":"fibre","symptom":null,"contact_type":null,"cmdb_ci":"ams-agg-04","location":"Amsterdam DC2","region":"north","assignment_group":"NOC Tier 2","assigned_to":"Jane Roe","caller":"Pat Smith","short_description":"Site 4 down after fibre cut","description":"Aggregation router lost both uplinks.","log":[{"at":1800001200000,"author":"Wei Chen","source":"work_note","text":"Splice crew dispatched to site 4; BGP to 10.0.0.4 down."},{"at":null,"author":null,"source":"alarm","text":"2026-11-29 10:00:00 LOS alarm on xe-0/0/0 at ams-agg-04 [x12]\n2026-11-29 10:01:00 PSU alpha degraded on ams-agg-04\n[... 3 lines omitted ...]\n2026-11-29 10:01:00 PSU echo degraded on ams-agg-04\n2026-11-29 10:01:00 PSU foxtrot degraded on ams-agg-04\n2026-11-29 10:01:00 PSU golf degraded on ams-agg-04\n2026-11-29 10:02:00 BGP neighbor 10.0.0.4 state Idle [x2]\n"}],"customers_affected":1200,"parent":"INC0009999","bounding":{"bytes_in":1153,"bytes_out":358,"lines_in":21,"lines_out":6,"lines_dropped":3,"repeats_collapsed":12,"capped":true},"people":["Jane Roe","Pat Smith","Wei Chen"],"prediction":{"probabilities":[0.9079388,0.08996034,0.002081065,0.0000148559375,0.0000049499135],"most_likely":"P1","routing":"P1","confidence":0.9079388,"customer_impact":{"impacting":true,"customers":1200,"reason":"customers_reported"}},"routing":"P1","customer_impacting":true,"ingested_at":0}"#;
+
+    #[test]
+    fn a_snapshot_stored_with_its_log_rendered_still_reads_the_same() {
+        let value: serde_json::Value = serde_json::from_str(STORED_WITH_RENDERED_LOG).unwrap();
+        let loaded = SnapshotLoad::judge(Some((9, value)), Some(9))
+            .current()
+            .expect("an older snapshot is current");
+        let fresh = bounded_storm_snapshot();
+        assert_eq!(loaded, fresh);
+        assert_eq!(
+            crate::prompts::ticket_text(&loaded, 100_000),
+            crate::prompts::ticket_text(&fresh, 100_000)
+        );
+        assert_eq!(loaded.scrub_context(), fresh.scrub_context());
     }
 }
