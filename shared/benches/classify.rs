@@ -109,7 +109,7 @@ fn stage_4_technician_summary(bencher: Bencher) {
         .map(|(t, log)| {
             let p = classifier.predict(&FeatureInput::from_ticket(&t, log));
             let routing = p.routing.min(t.severity);
-            TicketSnapshot::new(t, log, p, routing, EpochMillis(0))
+            TicketSnapshot::new(t, log.clone(), p, routing, EpochMillis(0))
         })
         .collect();
     // As ingest makes it: from the bounded log and its alarm counts in hand.

@@ -154,9 +154,7 @@ fn alarm_phrase(counts: &AlarmCounts) -> Option<String> {
 /// The technician summary: at most five sentences (what failed, impact, what was tried,
 /// current state, next step), keeping number, severity, service and state.
 pub fn technician(s: &TicketSnapshot) -> String {
-    let alarms = s.alarm_log();
-    let counts = AlarmCounts::from_bounded(&alarms);
-    technician_from(s, &alarms, counts)
+    technician_from(s, &s.alarm_log, AlarmCounts::from_bounded(&s.alarm_log))
 }
 
 /// [`technician`] from the snapshot's bounded alarm log and its alarm counts as ingest
@@ -304,7 +302,7 @@ pub fn customer_outage(tickets: &[&TicketSnapshot]) -> Scrubbed {
     let t = &first.ticket;
     let mut counts = AlarmCounts::default();
     for s in tickets {
-        let own = AlarmCounts::from_bounded(&s.alarm_log());
+        let own = AlarmCounts::from_bounded(&s.alarm_log);
         for (total, n) in counts.0.iter_mut().zip(own.0) {
             *total = total.saturating_add(n);
         }

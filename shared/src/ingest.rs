@@ -446,7 +446,7 @@ pub fn prepare(
         (prediction, routed)
     };
     let routing = routed.severity;
-    let mut snapshot = TicketSnapshot::new(ticket, &log, prediction, routing, now);
+    let mut snapshot = TicketSnapshot::new(ticket, log, prediction, routing, now);
     snapshot.routing_basis = Some(routed.basis);
     let t = &snapshot.ticket;
 
@@ -459,9 +459,9 @@ pub fn prepare(
     };
     let summary = Summary::instant(
         of,
-        extractive::technician_from(&snapshot, &log, log_alarms),
+        extractive::technician_from(&snapshot, &snapshot.alarm_log, log_alarms),
         serde_json::json!({
-            "bounding": snapshot.bounding,
+            "bounding": snapshot.alarm_log.report,
             "classification": {
                 "probabilities": snapshot.prediction.probabilities,
                 "most_likely": snapshot.prediction.most_likely,

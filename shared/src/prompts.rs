@@ -207,7 +207,7 @@ pub fn ticket_text(snapshot: &TicketSnapshot, max_chars: usize) -> TicketText {
         }
     }
     let _ = writeln!(body, "Alarm log (repeats collapsed):");
-    body.push_str(&snapshot.alarm_log().render());
+    body.push_str(&snapshot.alarm_log.render());
     TicketText {
         number: t.number.clone(),
         body: head_and_tail(&body, max_chars),

@@ -1,10 +1,14 @@
 //! The stored view of one accepted ticket version: what summarizers and the roll-up read.
 //!
-//! The JSON is the parsed [`Ticket`] flattened at the top level (so lenient readers such as
-//! [`crate::ticket_view::TicketView`] see `number`, `state`, `log`, ...), plus the classifier's
-//! verdict. Its `log` holds the latest journal entries (capped) followed by one `alarm` entry:
-//! the alarm log after bounding, as rendered by [`BoundedLog::render`]. A snapshot therefore
-//! stays small however large the event was.
+//! The JSON is the parsed [`Ticket`] flattened at the top level (`number`, `state`, `log`, ...),
+//! plus the classifier's verdict. Its `log` holds the latest journal entries (capped); the
+//! alarm log is kept beside it after bounding, as data (`alarm_log`: its lines with their
+//! repeat counts, the omission between head and tail, the bounding report), and rendered to
+//! text only where text is read (prompts, the scrubber). A snapshot therefore stays small
+//! however large the event was.
+//!
+//! Snapshots stored before the log was kept as data hold it rendered, as an `alarm` entry
+//! of `log` with its report beside it as `bounding`; they are read back into the same value.
 
 use serde::{Deserialize, Serialize};
 
@@ -71,12 +75,13 @@ pub const KEPT_JOURNAL_ENTRIES: usize = 20;
 pub const KEPT_JOURNAL_BYTES: usize = 4 * 1024;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "StoredSnapshot")]
 pub struct TicketSnapshot {
-    /// The ticket; `log` = recent journal entries, then the bounded alarm log as one entry.
+    /// The ticket; `log` = its recent journal entries (the alarm entries are in `alarm_log`).
     #[serde(flatten)]
     pub ticket: Ticket,
-    /// What bounding did to the alarm log.
-    pub bounding: BoundingReport,
+    /// The ticket's alarm entries after bounding, with what bounding did.
+    pub alarm_log: BoundedLog,
     /// Everyone the full ticket named, kept for the scrubber after the journal was trimmed.
     pub people: Vec<String>,
     pub prediction: Prediction,
@@ -91,11 +96,71 @@ pub struct TicketSnapshot {
     pub ingested_at: EpochMillis,
 }
 
+/// A snapshot as stored, in either of its forms: with `alarm_log` as data, or (stored
+/// before it was) with the log rendered into an `alarm` entry of `log` and its report
+/// as `bounding`.
+#[derive(Deserialize)]
+struct StoredSnapshot {
+    #[serde(flatten)]
+    ticket: Ticket,
+    #[serde(default)]
+    alarm_log: Option<BoundedLog>,
+    #[serde(default)]
+    bounding: Option<BoundingReport>,
+    people: Vec<String>,
+    prediction: Prediction,
+    routing: Severity,
+    #[serde(default)]
+    routing_basis: Option<crate::routing::RoutingBasis>,
+    customer_impacting: bool,
+    ingested_at: EpochMillis,
+}
+
+impl TryFrom<StoredSnapshot> for TicketSnapshot {
+    type Error = String;
+
+    fn try_from(stored: StoredSnapshot) -> Result<Self, Self::Error> {
+        let mut ticket = stored.ticket;
+        let alarm_log = match (stored.alarm_log, stored.bounding) {
+            (Some(log), _) => log,
+            (None, Some(report)) => legacy_alarm_log(&ticket, report),
+            (None, None) => return Err("missing field `alarm_log` (or `bounding`)".to_owned()),
+        };
+        ticket.log.retain(|e| e.source != LogSource::Alarm);
+        Ok(TicketSnapshot {
+            ticket,
+            alarm_log,
+            people: stored.people,
+            prediction: stored.prediction,
+            routing: stored.routing,
+            routing_basis: stored.routing_basis,
+            customer_impacting: stored.customer_impacting,
+            ingested_at: stored.ingested_at,
+        })
+    }
+}
+
+/// The bounded log of a snapshot stored with it rendered: its last `alarm` entry, read back.
+fn legacy_alarm_log(ticket: &Ticket, report: BoundingReport) -> BoundedLog {
+    match ticket
+        .log
+        .iter()
+        .rev()
+        .find(|e| e.source == LogSource::Alarm)
+    {
+        Some(entry) => BoundedLog::parse_rendered(&entry.text, report),
+        None => BoundedLog {
+            report,
+            ..BoundedLog::default()
+        },
+    }
+}
+
 impl TicketSnapshot {
     /// `alarm_log` is the bounded form of the ticket's alarm entries.
     pub fn new(
         mut ticket: Ticket,
-        alarm_log: &BoundedLog,
+        alarm_log: BoundedLog,
         prediction: Prediction,
         routing: Severity,
         ingested_at: EpochMillis,
@@ -103,36 +168,16 @@ impl TicketSnapshot {
         let people = ticket.people().into_iter().map(str::to_owned).collect();
         ticket.log.retain(|e| e.source != LogSource::Alarm);
         keep_recent_journal(&mut ticket.log);
-        let rendered = alarm_log.render();
-        if !rendered.is_empty() {
-            ticket.log.push(LogEntry {
-                at: None,
-                author: None,
-                source: LogSource::Alarm,
-                text: rendered,
-            });
-        }
         TicketSnapshot {
             customer_impacting: prediction.customer_impact.impacting,
             ticket,
-            bounding: alarm_log.report,
+            alarm_log,
             people,
             prediction,
             routing,
             routing_basis: None,
             ingested_at,
         }
-    }
-
-    /// The bounded alarm log, read back from its rendered entry.
-    pub fn alarm_log(&self) -> BoundedLog {
-        self.ticket
-            .log
-            .iter()
-            .rev()
-            .find(|e| e.source == LogSource::Alarm)
-            .map(|e| BoundedLog::parse_rendered(&e.text, self.bounding))
-            .unwrap_or_default()
     }
 
     /// Journal entries (work notes and comments), oldest first.
@@ -143,9 +188,11 @@ impl TicketSnapshot {
             .filter(|e| e.source != LogSource::Alarm)
     }
 
-    /// What the customer text of this ticket must not reveal.
+    /// What the customer text of this ticket must not reveal: the ticket's own context,
+    /// the rendered alarm log as internal text, and everyone the full ticket named.
     pub fn scrub_context(&self) -> ScrubContext {
         let mut ctx = ScrubContext::from_ticket(&self.ticket);
+        ctx.add_internal_text(&self.alarm_log.render());
         for person in &self.people {
             if !ctx.people.contains(person) {
                 ctx.people.push(person.clone());
@@ -233,7 +280,7 @@ pub(crate) fn snapshot_of_event_bounded(
         .expect("the embedded model")
         .predict(&input);
     let routing = crate::routing::route_ticket(ticket.severity, &prediction, &input).severity;
-    TicketSnapshot::new(ticket, &log, prediction, routing, EpochMillis(0))
+    TicketSnapshot::new(ticket, log, prediction, routing, EpochMillis(0))
 }
 
 #[cfg(test)]
