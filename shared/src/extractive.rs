@@ -12,11 +12,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::classifier::features::{AlarmClass, AlarmCounts};
 use crate::clock::EpochMillis;
-use crate::event::{LogEntry, TicketState};
 use crate::log_bounding::BoundedLog;
 use crate::scrubber::{Scrubbed, scrub};
 use crate::severity::Severity;
 use crate::snapshot::TicketSnapshot;
+use crate::ticket::{LogEntry, TicketState};
 
 /// Longest sentence fragment quoted from the ticket, in characters.
 const QUOTE_CHARS: usize = 160;

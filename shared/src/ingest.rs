@@ -22,7 +22,7 @@ use crate::classifier::Classifier;
 use crate::classifier::features::{AlarmCounts, FeatureInput};
 use crate::clock::{Clock, EpochMillis};
 use crate::deadline_policy::DeadlinePolicy;
-use crate::event::{CdcHeaders, Examined, ParseLimits, SkipReason, Ticket, examine_event};
+use crate::event::{CdcHeaders, Examined, ParseLimits, SkipReason, examine_event};
 use crate::extractive;
 use crate::job::{Job, JobId, SummaryKind};
 use crate::log_bounding::{BoundingLimits, bound_lines};
@@ -33,6 +33,7 @@ use crate::severity::Severity;
 use crate::snapshot::TicketSnapshot;
 use crate::store::{DeadLetter, IngestOutcome, IngestRecord, SnapshotJson, Store, StoreError};
 use crate::summary::{Summary, SummaryOf};
+use crate::ticket::Ticket;
 use crate::tier_table::TierTable;
 use crate::tokens::Tokens;
 

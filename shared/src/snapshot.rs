@@ -14,10 +14,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::classifier::Prediction;
 use crate::clock::EpochMillis;
-use crate::event::{LogEntry, LogSource, Ticket};
 use crate::log_bounding::{BoundedLog, BoundingReport};
 use crate::scrubber::ScrubContext;
 use crate::severity::Severity;
+use crate::ticket::{LogEntry, LogSource, Ticket};
 
 /// A ticket's stored snapshot as a job, or a reader, finds it: the one judgement every
 /// caller of [`crate::store::Store::load_snapshot`] acts on.

@@ -30,10 +30,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use crate::clock::EpochMillis;
-use crate::event::{Level, TicketState, priority_matrix};
 use crate::lab::rng::fnv1a;
 use crate::lab::trace::{RecordedEvent, TraceEvent};
 use crate::severity::Severity;
+use crate::ticket::{Level, TicketState, priority_matrix};
 
 /// How `a/b/yyyy` dates are read.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
