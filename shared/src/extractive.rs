@@ -563,6 +563,21 @@ fn major_outages(open: &[&RollupEntry]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Pinned byte for byte: the summaries must not change with the way the log is kept.
+    #[test]
+    fn the_extractive_summaries_of_a_bounded_log_stay_as_they_were() {
+        let s = crate::snapshot::bounded_storm_snapshot();
+        assert_eq!(
+            technician(&s),
+            "INC0010004 (P1, In Progress): Site 4 down after fibre cut on ams-agg-04 in north; alarms: 12x loss of light, 4x PSU, 2x BGP/OSPF. Impact: 1200 customers affected; routed up from P2 by the classifier. Tried: Splice crew dispatched to site 4; BGP to 10.0.0.4 down. State: In Progress. Next: dispatch the fibre team to locate the break (NOC Tier 2)."
+        );
+        assert_eq!(
+            customer(&s).text,
+            "We are aware of an issue affecting internet service in the north area. Around 1,200 customers are affected. The cause is damage to a fibre cable. Our engineers are working to restore service. We will send another update as soon as we know more. We apologise for the disruption."
+        );
+    }
+
     use crate::scrubber::find_leaks;
     use crate::snapshot::snapshot_of_event;
 

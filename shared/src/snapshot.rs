@@ -311,64 +311,41 @@ mod tests {
     }
 }
 
-/// What readers make of a snapshot's bounded alarm log, pinned byte for byte: the prompt
-/// text, the extractive summaries and the scrubber's view must not change with the way
-/// the log is kept.
+/// A storm ticket whose alarm log has repeats (counted `[xN]`) and more distinct lines
+/// than the cap holds (an omission marker between head and tail).
+#[cfg(test)]
+pub(crate) fn bounded_storm_snapshot() -> TicketSnapshot {
+    let mut event = test_event(4, 9, "2", "2");
+    let mut alarms = String::new();
+    for i in 0..12 {
+        alarms.push_str(&format!(
+            "2026-11-29 10:00:{i:02} LOS alarm on xe-0/0/{i} at ams-agg-04\n"
+        ));
+    }
+    for word in [
+        "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf",
+    ] {
+        alarms.push_str(&format!(
+            "2026-11-29 10:01:00 PSU {word} degraded on ams-agg-04\n"
+        ));
+    }
+    alarms.push_str("2026-11-29 10:02:00 BGP neighbor 10.0.0.4 state Idle\n");
+    alarms.push_str("2026-11-29 10:02:30 BGP neighbor 10.0.0.5 state Idle\n");
+    event["u_alarm_log"] = alarms.into();
+    snapshot_of_event_bounded(
+        &event,
+        crate::log_bounding::BoundingLimits {
+            max_bytes: 400,
+            head_percent: 35,
+        },
+    )
+}
+
+/// What the scrubber and a reader of an older snapshot make of a bounded alarm log (the
+/// prompt text and the extractive summaries are pinned beside their code).
 #[cfg(test)]
 mod rendering_tests {
     use super::*;
-    use crate::log_bounding::BoundingLimits;
-
-    /// A storm ticket whose alarm log has repeats (counted `[xN]`) and more distinct lines
-    /// than the cap holds (an omission marker between head and tail).
-    pub(super) fn bounded_storm_snapshot() -> TicketSnapshot {
-        let mut event = test_event(4, 9, "2", "2");
-        let mut alarms = String::new();
-        for i in 0..12 {
-            alarms.push_str(&format!(
-                "2026-11-29 10:00:{i:02} LOS alarm on xe-0/0/{i} at ams-agg-04\n"
-            ));
-        }
-        for word in [
-            "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf",
-        ] {
-            alarms.push_str(&format!(
-                "2026-11-29 10:01:00 PSU {word} degraded on ams-agg-04\n"
-            ));
-        }
-        alarms.push_str("2026-11-29 10:02:00 BGP neighbor 10.0.0.4 state Idle\n");
-        alarms.push_str("2026-11-29 10:02:30 BGP neighbor 10.0.0.5 state Idle\n");
-        event["u_alarm_log"] = alarms.into();
-        snapshot_of_event_bounded(
-            &event,
-            BoundingLimits {
-                max_bytes: 400,
-                head_percent: 35,
-            },
-        )
-    }
-
-    #[test]
-    fn the_prompt_text_renders_the_bounded_log_with_counts_and_omission_marker() {
-        let text = crate::prompts::ticket_text(&bounded_storm_snapshot(), 100_000);
-        assert_eq!(
-            text.body,
-            "Number: INC0010004\nSeverity: P1\nState: In Progress\nService/CI: ams-agg-04\nCategory: network\nLocation: Amsterdam DC2\nRegion: north\nAssignment group: NOC Tier 2\nParent incident: INC0009999\nCustomers affected: 1200\nShort description: Site 4 down after fibre cut\nDescription: Aggregation router lost both uplinks.\nWork notes (oldest first):\n- Splice crew dispatched to site 4; BGP to 10.0.0.4 down.\nAlarm log (repeats collapsed):\n2026-11-29 10:00:00 LOS alarm on xe-0/0/0 at ams-agg-04 [x12]\n2026-11-29 10:01:00 PSU alpha degraded on ams-agg-04\n[... 3 lines omitted ...]\n2026-11-29 10:01:00 PSU echo degraded on ams-agg-04\n2026-11-29 10:01:00 PSU foxtrot degraded on ams-agg-04\n2026-11-29 10:01:00 PSU golf degraded on ams-agg-04\n2026-11-29 10:02:00 BGP neighbor 10.0.0.4 state Idle [x2]\n"
-        );
-    }
-
-    #[test]
-    fn the_extractive_summaries_of_a_bounded_log_stay_as_they_were() {
-        let s = bounded_storm_snapshot();
-        assert_eq!(
-            crate::extractive::technician(&s),
-            "INC0010004 (P1, In Progress): Site 4 down after fibre cut on ams-agg-04 in north; alarms: 12x loss of light, 4x PSU, 2x BGP/OSPF. Impact: 1200 customers affected; routed up from P2 by the classifier. Tried: Splice crew dispatched to site 4; BGP to 10.0.0.4 down. State: In Progress. Next: dispatch the fibre team to locate the break (NOC Tier 2)."
-        );
-        assert_eq!(
-            crate::extractive::customer(&s).text,
-            "We are aware of an issue affecting internet service in the north area. Around 1,200 customers are affected. The cause is damage to a fibre cable. Our engineers are working to restore service. We will send another update as soon as we know more. We apologise for the disruption."
-        );
-    }
 
     /// The scrubber reads the rendered log as one text: a customer text copying words
     /// across a repeat count or the omission marker is caught.
@@ -402,10 +379,7 @@ mod rendering_tests {
             .expect("an older snapshot is current");
         let fresh = bounded_storm_snapshot();
         assert_eq!(loaded, fresh);
-        assert_eq!(
-            crate::prompts::ticket_text(&loaded, 100_000),
-            crate::prompts::ticket_text(&fresh, 100_000)
-        );
+        assert_eq!(loaded.alarm_log.render(), fresh.alarm_log.render());
         assert_eq!(loaded.scrub_context(), fresh.scrub_context());
     }
 }
