@@ -32,8 +32,8 @@ use serde_json::{Map, Value, json};
 use crate::rng::fnv1a;
 use crate::trace::{RecordedEvent, TraceEvent};
 use stormgate_shared::clock::EpochMillis;
-use stormgate_shared::event::{Level, TicketState, priority_matrix};
 use stormgate_shared::severity::Severity;
+use stormgate_shared::ticket::{Level, TicketState, priority_matrix};
 
 /// How `a/b/yyyy` dates are read.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

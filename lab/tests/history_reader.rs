@@ -10,8 +10,9 @@ use stormgate_lab::history::{
     DateOrder, HistoryError, HistoryOptions, LevelScale, RowRef, read_history,
 };
 use stormgate_shared::clock::EpochMillis;
-use stormgate_shared::event::{CdcHeaders, Level, ParseLimits, Ticket, TicketState, parse_event};
+use stormgate_shared::event::{CdcHeaders, ParseLimits, parse_event};
 use stormgate_shared::severity::Severity;
+use stormgate_shared::ticket::{Level, Ticket, TicketState};
 
 const START: EpochMillis = EpochMillis(1_768_197_600_000);
 

@@ -13,7 +13,7 @@ use divan::counter::ItemsCount;
 use stormgate_shared::classifier::Classifier;
 use stormgate_shared::classifier::features::{AlarmCounts, FeatureInput};
 use stormgate_shared::clock::{EpochMillis, ManualClock};
-use stormgate_shared::event::{CdcHeaders, Ticket, parse_event};
+use stormgate_shared::event::{CdcHeaders, parse_event};
 use stormgate_shared::extractive;
 use stormgate_shared::ingest::{IngestContext, IngestPolicy, RawEvent, classify_batch, prepare};
 use stormgate_shared::log_bounding::{BoundedLog, bound_lines};
@@ -21,6 +21,7 @@ use stormgate_shared::sample_events::{rng, storm_event};
 use stormgate_shared::snapshot::TicketSnapshot;
 use stormgate_shared::store::memory::MemoryStore;
 use stormgate_shared::testing::redis_server::RedisServer;
+use stormgate_shared::ticket::Ticket;
 
 const BATCH: usize = 100;
 
@@ -109,7 +110,7 @@ fn stage_4_technician_summary(bencher: Bencher) {
         .map(|(t, log)| {
             let p = classifier.predict(&FeatureInput::from_ticket(&t, log));
             let routing = p.routing.min(t.severity);
-            TicketSnapshot::new(t, log, p, routing, EpochMillis(0))
+            TicketSnapshot::new(t, log.clone(), p, routing, EpochMillis(0))
         })
         .collect();
     // As ingest makes it: from the bounded log and its alarm counts in hand.

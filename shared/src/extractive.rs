@@ -12,11 +12,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::classifier::features::{AlarmClass, AlarmCounts};
 use crate::clock::EpochMillis;
-use crate::event::{LogEntry, TicketState};
 use crate::log_bounding::BoundedLog;
 use crate::scrubber::{Scrubbed, scrub};
 use crate::severity::Severity;
 use crate::snapshot::TicketSnapshot;
+use crate::ticket::{LogEntry, TicketState};
 
 /// Longest sentence fragment quoted from the ticket, in characters.
 const QUOTE_CHARS: usize = 160;
@@ -154,9 +154,7 @@ fn alarm_phrase(counts: &AlarmCounts) -> Option<String> {
 /// The technician summary: at most five sentences (what failed, impact, what was tried,
 /// current state, next step), keeping number, severity, service and state.
 pub fn technician(s: &TicketSnapshot) -> String {
-    let alarms = s.alarm_log();
-    let counts = AlarmCounts::from_bounded(&alarms);
-    technician_from(s, &alarms, counts)
+    technician_from(s, &s.alarm_log, AlarmCounts::from_bounded(&s.alarm_log))
 }
 
 /// [`technician`] from the snapshot's bounded alarm log and its alarm counts as ingest
@@ -304,7 +302,7 @@ pub fn customer_outage(tickets: &[&TicketSnapshot]) -> Scrubbed {
     let t = &first.ticket;
     let mut counts = AlarmCounts::default();
     for s in tickets {
-        let own = AlarmCounts::from_bounded(&s.alarm_log());
+        let own = AlarmCounts::from_bounded(&s.alarm_log);
         for (total, n) in counts.0.iter_mut().zip(own.0) {
             *total = total.saturating_add(n);
         }
@@ -565,6 +563,21 @@ fn major_outages(open: &[&RollupEntry]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Pinned byte for byte: the summaries must not change with the way the log is kept.
+    #[test]
+    fn the_extractive_summaries_of_a_bounded_log_stay_as_they_were() {
+        let s = crate::snapshot::bounded_storm_snapshot();
+        assert_eq!(
+            technician(&s),
+            "INC0010004 (P1, In Progress): Site 4 down after fibre cut on ams-agg-04 in north; alarms: 12x loss of light, 4x PSU, 2x BGP/OSPF. Impact: 1200 customers affected; routed up from P2 by the classifier. Tried: Splice crew dispatched to site 4; BGP to 10.0.0.4 down. State: In Progress. Next: dispatch the fibre team to locate the break (NOC Tier 2)."
+        );
+        assert_eq!(
+            customer(&s).text,
+            "We are aware of an issue affecting internet service in the north area. Around 1,200 customers are affected. The cause is damage to a fibre cable. Our engineers are working to restore service. We will send another update as soon as we know more. We apologise for the disruption."
+        );
+    }
+
     use crate::scrubber::find_leaks;
     use crate::snapshot::snapshot_of_event;
 

@@ -22,7 +22,7 @@ use crate::classifier::Classifier;
 use crate::classifier::features::{AlarmCounts, FeatureInput};
 use crate::clock::{Clock, EpochMillis};
 use crate::deadline_policy::DeadlinePolicy;
-use crate::event::{CdcHeaders, Examined, ParseLimits, SkipReason, Ticket, examine_event};
+use crate::event::{CdcHeaders, Examined, ParseLimits, SkipReason, examine_event};
 use crate::extractive;
 use crate::job::{Job, JobId, SummaryKind};
 use crate::log_bounding::{BoundingLimits, bound_lines};
@@ -33,6 +33,7 @@ use crate::severity::Severity;
 use crate::snapshot::TicketSnapshot;
 use crate::store::{DeadLetter, IngestOutcome, IngestRecord, SnapshotJson, Store, StoreError};
 use crate::summary::{Summary, SummaryOf};
+use crate::ticket::Ticket;
 use crate::tier_table::TierTable;
 use crate::tokens::Tokens;
 
@@ -446,7 +447,7 @@ pub fn prepare(
         (prediction, routed)
     };
     let routing = routed.severity;
-    let mut snapshot = TicketSnapshot::new(ticket, &log, prediction, routing, now);
+    let mut snapshot = TicketSnapshot::new(ticket, log, prediction, routing, now);
     snapshot.routing_basis = Some(routed.basis);
     let t = &snapshot.ticket;
 
@@ -459,9 +460,9 @@ pub fn prepare(
     };
     let summary = Summary::instant(
         of,
-        extractive::technician_from(&snapshot, &log, log_alarms),
+        extractive::technician_from(&snapshot, &snapshot.alarm_log, log_alarms),
         serde_json::json!({
-            "bounding": snapshot.bounding,
+            "bounding": snapshot.alarm_log.report,
             "classification": {
                 "probabilities": snapshot.prediction.probabilities,
                 "most_likely": snapshot.prediction.most_likely,

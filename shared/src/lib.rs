@@ -58,6 +58,7 @@ pub mod summarize;
 pub mod summary;
 #[cfg(any(test, feature = "test-support"))]
 pub mod testing;
+pub mod ticket;
 pub mod ticket_id;
 pub mod ticket_number;
 pub mod tier_table;

@@ -83,7 +83,9 @@ impl BoundedLog {
 }
 
 impl BoundedLog {
-    /// Reads back what [`BoundedLog::render`] wrote (counts and the omission marker included).
+    /// Reads back what [`BoundedLog::render`] wrote (counts and the omission marker included):
+    /// only for snapshots stored before the log was kept as data, which hold it rendered.
+    /// A line whose own text ends in ` [xN]` reads back as N occurrences of the rest.
     pub fn parse_rendered(text: &str, report: BoundingReport) -> BoundedLog {
         let mut log = BoundedLog {
             report,

@@ -205,7 +205,7 @@ pub fn ticket_text(snapshot: &TicketSnapshot, max_chars: usize) -> TicketText {
         }
     }
     let _ = writeln!(body, "Alarm log (repeats collapsed):");
-    body.push_str(&snapshot.alarm_log().render());
+    body.push_str(&snapshot.alarm_log.render());
     TicketText {
         number: t.number.clone(),
         body: head_and_tail(&body, max_chars),
@@ -406,6 +406,17 @@ pub fn at_most_sentences(text: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Pinned byte for byte: the prompt text must not change with the way the log is kept.
+    #[test]
+    fn the_prompt_text_renders_the_bounded_log_with_counts_and_omission_marker() {
+        let text = ticket_text(&crate::snapshot::bounded_storm_snapshot(), 100_000);
+        assert_eq!(
+            text.body,
+            "Number: INC0010004\nSeverity: P1\nState: In Progress\nService/CI: ams-agg-04\nCategory: network\nLocation: Amsterdam DC2\nRegion: north\nAssignment group: NOC Tier 2\nParent incident: INC0009999\nCustomers affected: 1200\nShort description: Site 4 down after fibre cut\nDescription: Aggregation router lost both uplinks.\nWork notes (oldest first):\n- Splice crew dispatched to site 4; BGP to 10.0.0.4 down.\nAlarm log (repeats collapsed):\n2026-11-29 10:00:00 LOS alarm on xe-0/0/0 at ams-agg-04 [x12]\n2026-11-29 10:01:00 PSU alpha degraded on ams-agg-04\n[... 3 lines omitted ...]\n2026-11-29 10:01:00 PSU echo degraded on ams-agg-04\n2026-11-29 10:01:00 PSU foxtrot degraded on ams-agg-04\n2026-11-29 10:01:00 PSU golf degraded on ams-agg-04\n2026-11-29 10:02:00 BGP neighbor 10.0.0.4 state Idle [x2]\n"
+        );
+    }
+
     use proptest::prelude::*;
 
     proptest! {

@@ -30,9 +30,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::classifier::Prediction;
 use crate::classifier::features::{AlarmClass, FeatureInput};
-use crate::event::Level;
 use crate::job::SummaryKind;
 use crate::severity::Severity;
+use crate::ticket::Level;
 
 /// The alarm classes that count as evidence of an outage on their own.
 pub const OUTAGE_ALARMS: [AlarmClass; 3] = [

@@ -15,7 +15,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 
-use crate::event::Ticket;
+use crate::ticket::Ticket;
 
 /// What replaces a scrubbed fragment.
 pub const REDACTED: &str = "[removed]";

@@ -73,6 +73,51 @@ pub struct Deployment {
     pub model: String,
 }
 
+/// Why a tier worker refuses a hand-off: it was admitted for another tier or on another
+/// deployment than the worker serves (its reservation would be settled on one deployment
+/// while the call went to another), or it holds a job of another kind than its one call.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HandoffRefusal {
+    #[error("a {handoff} hand-off reached the {serving} function")]
+    OtherTier { handoff: Tier, serving: Tier },
+    #[error("a hand-off admitted on deployment {handoff} reached the worker of {serving}")]
+    OtherDeployment {
+        handoff: DeploymentName,
+        serving: DeploymentName,
+    },
+    #[error("a {kind} hand-off holds the {other} job {job}")]
+    OtherKind {
+        kind: SummaryKind,
+        other: SummaryKind,
+        job: JobId,
+    },
+}
+
+/// Whether `serving`'s worker must refuse `group`; `None` when the hand-off is its own.
+pub fn handoff_refusal(group: &AdmittedGroup, serving: &Deployment) -> Option<HandoffRefusal> {
+    if group.tier != serving.tier {
+        return Some(HandoffRefusal::OtherTier {
+            handoff: group.tier,
+            serving: serving.tier,
+        });
+    }
+    if *group.deployment() != serving.name {
+        return Some(HandoffRefusal::OtherDeployment {
+            handoff: group.deployment().clone(),
+            serving: serving.name.clone(),
+        });
+    }
+    group
+        .leases
+        .iter()
+        .find(|l| l.job.id.kind != group.kind)
+        .map(|l| HandoffRefusal::OtherKind {
+            kind: group.kind,
+            other: l.job.id.kind,
+            job: l.job.id.clone(),
+        })
+}
+
 /// Tunables of the worker step.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SummarizeSettings {
@@ -185,78 +230,111 @@ impl TierWorker<'_> {
         group: &LeasedGroup,
         reservation: Option<Reservation>,
     ) -> Result<SummarizeOutcome, StoreError> {
-        self.summarize_capped(group, reservation, None).await
+        let mut outcome = SummarizeOutcome::default();
+        let mut by_kind: BTreeMap<SummaryKind, Vec<Item<'_>>> = BTreeMap::new();
+        for item in self.load_current(group, &mut outcome).await? {
+            by_kind
+                .entry(item.lease.job.id.kind)
+                .or_default()
+                .push(item);
+        }
+        let mut reservation = reservation;
+        for (kind, items) in by_kind {
+            // Each kind's call costs what its jobs carry.
+            self.call_for_kind(kind, items, reservation.take(), None, &mut outcome)
+                .await?;
+        }
+        Ok(outcome)
     }
 
-    /// Summarizes a group as dispatch handed it off: its reservation is spent by the
-    /// call, and the call's `max_tokens` never exceeds the output that was charged.
+    /// Summarizes a group as dispatch handed it off: one call of the hand-off's kind,
+    /// for which its reservation is spent, whose `max_tokens` never exceeds the output
+    /// that was charged. The caller has checked the hand-off is this worker's
+    /// ([`handoff_refusal`]); a lease of another kind, which dispatch never hands off, is
+    /// left untouched to expire and be dispatched again.
     pub async fn summarize_admitted(
         &self,
         group: &AdmittedGroup,
     ) -> Result<SummarizeOutcome, StoreError> {
-        self.summarize_capped(
-            &group.leases,
-            Some(group.reservation.clone()),
-            Some(group.cost),
-        )
-        .await
+        let mut outcome = SummarizeOutcome::default();
+        let leases: Vec<&Lease> = group
+            .leases
+            .iter()
+            .filter(|l| l.job.id.kind == group.kind)
+            .collect();
+        let items = self.load_current(leases, &mut outcome).await?;
+        if !items.is_empty() {
+            self.call_for_kind(
+                group.kind,
+                items,
+                Some(group.reservation.clone()),
+                Some(group.cost),
+                &mut outcome,
+            )
+            .await?;
+        }
+        Ok(outcome)
     }
 
-    /// `admitted_cost` is what dispatch admitted the call for (its output bound caps the
-    /// call's `max_tokens`); without it each kind's call costs what its jobs carry.
-    async fn summarize_capped(
+    /// The leases whose ticket version is current, with their snapshots; the others
+    /// (superseded, unreadable, missing) are acknowledged.
+    async fn load_current<'g>(
         &self,
-        group: &LeasedGroup,
-        reservation: Option<Reservation>,
-        admitted_cost: Option<CallCost>,
-    ) -> Result<SummarizeOutcome, StoreError> {
-        let mut outcome = SummarizeOutcome::default();
-        let mut by_kind: BTreeMap<SummaryKind, Vec<Item<'_>>> = BTreeMap::new();
-        for lease in group {
+        leases: impl IntoIterator<Item = &'g Lease>,
+        outcome: &mut SummarizeOutcome,
+    ) -> Result<Vec<Item<'g>>, StoreError> {
+        let mut items = Vec::new();
+        for lease in leases {
             match self.load(lease).await? {
-                SnapshotLoad::Current { snapshot, .. } => {
-                    by_kind.entry(lease.job.id.kind).or_default().push(Item {
-                        lease,
-                        snapshot: *snapshot,
-                    })
-                }
+                SnapshotLoad::Current { snapshot, .. } => items.push(Item {
+                    lease,
+                    snapshot: *snapshot,
+                }),
                 SnapshotLoad::Superseded { .. } => {
                     outcome.superseded += 1;
-                    self.ack(lease, &mut outcome).await?;
+                    self.ack(lease, outcome).await?;
                 }
                 SnapshotLoad::Unreadable { .. } | SnapshotLoad::Missing => {
                     outcome.unreadable += 1;
-                    self.ack(lease, &mut outcome).await?;
+                    self.ack(lease, outcome).await?;
                 }
             }
         }
-        let mut reservation = reservation;
-        for (kind, items) in by_kind {
-            let reservation = reservation.take();
-            let items = self.claim_calls(items, &mut outcome).await?;
-            if items.is_empty() {
-                if let Some(unused) = reservation {
-                    // No call: what dispatch reserved for it goes back to the budget.
-                    self.gate
-                        .settle(
-                            &unused,
-                            Tokens::ZERO,
-                            RateLimitView::default(),
-                            self.clock.now(),
-                        )
-                        .await;
-                }
-                continue;
+        Ok(items)
+    }
+
+    /// One call for `items` (all of `kind`), once their calls are claimed; without any
+    /// left to call for, `reservation` goes back to the budget.
+    async fn call_for_kind(
+        &self,
+        kind: SummaryKind,
+        items: Vec<Item<'_>>,
+        reservation: Option<Reservation>,
+        admitted_cost: Option<CallCost>,
+        outcome: &mut SummarizeOutcome,
+    ) -> Result<(), StoreError> {
+        let items = self.claim_calls(items, outcome).await?;
+        if items.is_empty() {
+            if let Some(unused) = reservation {
+                // No call: what dispatch reserved for it goes back to the budget.
+                self.gate
+                    .settle(
+                        &unused,
+                        Tokens::ZERO,
+                        RateLimitView::default(),
+                        self.clock.now(),
+                    )
+                    .await;
             }
-            let cost = admitted_cost
-                .unwrap_or_else(|| CallCost::of_jobs(items.iter().map(|i| &i.lease.job)));
-            let max_output = admitted_cost.map(|c| c.max_output_tokens);
-            self.summarize_kind(kind, &items, reservation, cost, max_output, &mut outcome)
-                .await?;
-            let ids: Vec<JobId> = items.iter().map(|i| i.lease.job.id.clone()).collect();
-            self.store.release_calls(&ids, &self.holder).await?;
+            return Ok(());
         }
-        Ok(outcome)
+        let cost =
+            admitted_cost.unwrap_or_else(|| CallCost::of_jobs(items.iter().map(|i| &i.lease.job)));
+        let max_output = admitted_cost.map(|c| c.max_output_tokens);
+        self.summarize_kind(kind, &items, reservation, cost, max_output, outcome)
+            .await?;
+        let ids: Vec<JobId> = items.iter().map(|i| i.lease.job.id.clone()).collect();
+        self.store.release_calls(&ids, &self.holder).await
     }
 
     /// The items whose call this worker now holds; the others are settled already
@@ -906,6 +984,93 @@ pub(crate) mod tests {
         assert_eq!(llm.calls(), 2);
         assert_eq!(outcome.summaries.len(), 2);
         assert!(outcome.summaries.values().all(|s| *s == SummarySource::Llm));
+    }
+
+    /// A hand-off is one call of one kind on one deployment: the worker of another tier or
+    /// deployment refuses it, and so does any worker when a job of another kind is in it.
+    #[tokio::test]
+    async fn a_worker_refuses_a_handoff_not_its_own() {
+        let rig = Rig::new(vec![record(
+            &event(9, 1, "1", "2"),
+            &[SummaryKind::Technician, SummaryKind::Customer],
+        )])
+        .await;
+        let leases = rig.lease().await;
+        let technician: LeasedGroup = leases
+            .iter()
+            .filter(|l| l.job.id.kind == SummaryKind::Technician)
+            .cloned()
+            .collect();
+        let own = handoff(&rig, technician).await;
+        let llm = ScriptedLlm::new(vec![]);
+        let serving = rig.worker(&llm).deployment;
+        assert_eq!(handoff_refusal(&own, &serving), None);
+
+        let standard = Deployment {
+            tier: Tier::Standard,
+            name: "standard".parse().unwrap(),
+            model: "gpt-4o-mini".into(),
+        };
+        assert_eq!(
+            handoff_refusal(&own, &standard),
+            Some(HandoffRefusal::OtherTier {
+                handoff: Tier::Premium,
+                serving: Tier::Standard
+            })
+        );
+        let renamed = Deployment {
+            name: "premium-2".parse().unwrap(),
+            ..serving.clone()
+        };
+        assert_eq!(
+            handoff_refusal(&own, &renamed).map(|r| r.to_string()),
+            Some(
+                "a hand-off admitted on deployment premium reached the worker of premium-2"
+                    .to_owned()
+            )
+        );
+        let mixed = AdmittedGroup {
+            leases: leases.clone(),
+            ..own.clone()
+        };
+        assert!(
+            matches!(
+                handoff_refusal(&mixed, &serving),
+                Some(HandoffRefusal::OtherKind {
+                    kind: SummaryKind::Technician,
+                    other: SummaryKind::Customer,
+                    ..
+                })
+            ),
+            "{:?}",
+            handoff_refusal(&mixed, &serving)
+        );
+    }
+
+    /// The worker makes the hand-off's one call and no other, even if a job of another
+    /// kind slipped in: that job's lease is left to expire, not summarized as the wrong kind.
+    #[tokio::test]
+    async fn a_handoff_makes_only_the_call_of_its_kind() {
+        let rig = Rig::new(vec![record(
+            &event(10, 1, "1", "2"),
+            &[SummaryKind::Technician, SummaryKind::Customer],
+        )])
+        .await;
+        let leases = rig.lease().await;
+        assert_eq!(leases.len(), 2);
+        let technician = leases
+            .iter()
+            .find(|l| l.job.id.kind == SummaryKind::Technician)
+            .map(|l| l.job.id.to_string());
+        let group = handoff(&rig, leases).await;
+        let llm = ScriptedLlm::new(vec![answer("Tech."), answer("Customers may see outages.")]);
+        let outcome = rig.worker(&llm).summarize_admitted(&group).await.unwrap();
+        assert_eq!(llm.calls(), 1);
+        assert_eq!(outcome.acked, 1);
+        assert_eq!(
+            outcome.summaries.keys().cloned().collect::<Vec<_>>(),
+            Vec::from_iter(technician)
+        );
     }
 
     #[tokio::test]

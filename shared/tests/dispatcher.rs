@@ -179,6 +179,28 @@ async fn the_handoff_message_reads_what_older_versions_queued() {
         (&older.leases, &older.reservation),
         (&group.leases, &group.reservation)
     );
+    // The message names its one kind and the deployment its call was admitted on, as every
+    // version wrote them: the worker reads both, never regroups.
+    assert_eq!(message_kind(group), "technician");
+    assert_eq!(
+        serde_json::to_value(group).unwrap()["reservation"]["deployment"],
+        group.deployment().as_str()
+    );
+    assert_eq!(
+        (older.kind, older.tier, older.deployment()),
+        (group.kind, group.tier, group.deployment())
+    );
+    assert!(
+        older.leases.iter().all(|l| l.job.id.kind == older.kind),
+        "a hand-off holds jobs of its kind only"
+    );
+}
+
+fn message_kind(group: &stormgate_shared::dispatcher::AdmittedGroup) -> String {
+    serde_json::to_value(group).unwrap()["kind"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
 }
 
 #[tokio::test]

@@ -196,7 +196,11 @@ async fn assert_mixed_batch_outcome(store: &dyn Store) {
     );
     let (_, snap) = store.ticket_snapshot(&id(7)).await.unwrap().unwrap();
     let snap: TicketSnapshot = serde_json::from_value(snap).unwrap();
-    assert!(snap.bounding.bytes_out <= policy().bounding.max_bytes);
+    assert!(snap.alarm_log.report.bytes_out <= policy().bounding.max_bytes);
+    assert_eq!(
+        snap.alarm_log.render().len(),
+        snap.alarm_log.report.bytes_out
+    );
 
     // Dead letters carry the reason and the Kafka coordinates.
     let letters = store.dead_letters(10).await.unwrap();

@@ -51,7 +51,7 @@ fn snapshot(ticket: &serde_json::Value) -> TicketSnapshot {
         .unwrap()
         .predict(&FeatureInput::from_ticket(&t, &log));
     let routing = prediction.routing.min(t.severity);
-    TicketSnapshot::new(t, &log, prediction, routing, EpochMillis(0))
+    TicketSnapshot::new(t, log, prediction, routing, EpochMillis(0))
 }
 
 fn assert_clean(name: &str, what: &str, text: &str, case: &Case, snap: &TicketSnapshot) {

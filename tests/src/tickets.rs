@@ -4,11 +4,12 @@
 
 use stormgate_shared::classifier::Classifier;
 use stormgate_shared::clock::{EpochMillis, ManualClock};
-use stormgate_shared::event::{CdcHeaders, ParseLimits, Ticket, parse_event};
+use stormgate_shared::event::{CdcHeaders, ParseLimits, parse_event};
 use stormgate_shared::ingest::{IngestContext, IngestPolicy, prepare};
 use stormgate_shared::job::{SummaryKind, Tier};
 use stormgate_shared::store::IngestRecord;
 use stormgate_shared::store::memory::MemoryStore;
+use stormgate_shared::ticket::Ticket;
 
 /// One incident of a fibre-cut storm. `outage` groups tickets into one coalesced call.
 /// The text deliberately carries what must never reach customers: device names and

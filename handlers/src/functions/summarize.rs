@@ -1,7 +1,9 @@
 //! `summarize-premium` and `summarize-standard` (queue triggers): run the shared
 //! summarize step on one handed-off group of leases for that tier, then acknowledge.
 //!
-//! The queue message is dispatch's [`AdmittedGroup`]. The summaries are stored and the
+//! The queue message is dispatch's [`AdmittedGroup`]: one call of one kind, admitted on
+//! one deployment; a hand-off for another tier or deployment, or mixing kinds, is refused
+//! ([`handoff_refusal`]). The summaries are stored and the
 //! leases acknowledged by the shared step; afterwards what they owe is delivered
 //! ([`crate::deliveries`]): technician summaries go to ServiceNow as work notes (one
 //! attempt, failures to the outbox, never failing the invocation) and customer notices
@@ -23,6 +25,7 @@ use stormgate_shared::clock::Clock;
 use stormgate_shared::dispatcher::AdmittedGroup;
 use stormgate_shared::job::{JobId, Tier};
 use stormgate_shared::store::Store;
+use stormgate_shared::summarize::{HandoffRefusal, handoff_refusal};
 
 use crate::deliveries::{self, SinkReport};
 use crate::error::ApiError;
@@ -60,10 +63,11 @@ async fn summarize(
 ) -> Result<InvocationResponse, ApiError> {
     let handoff: AdmittedGroup = invocation.queue_message(HANDOFF_BINDING)?;
     if handoff.tier != tier {
-        return Err(ApiError::BadRequest(format!(
-            "a {} hand-off reached the {tier} function",
-            handoff.tier
-        )));
+        let refusal = HandoffRefusal::OtherTier {
+            handoff: handoff.tier,
+            serving: tier,
+        };
+        return Err(ApiError::BadRequest(refusal.to_string()));
     }
     let runtime = state.summarization.clone().ok_or_else(|| {
         ApiError::Internal("the process was assembled without the LLM runtime".into())
@@ -73,6 +77,11 @@ async fn summarize(
             "extractive work has no tier function".into(),
         ));
     };
+    // The call goes to the deployment the hand-off was admitted on, which must be the one
+    // this tier serves; and it is of the hand-off's one kind.
+    if let Some(refusal) = handoff_refusal(&handoff, &deployment) {
+        return Err(ApiError::BadRequest(refusal.to_string()));
+    }
     let store = state.store().await?;
     // The operators' controls shape this invocation's admissions too (a retry is admitted
     // again): read once; without them the configured budget holds.

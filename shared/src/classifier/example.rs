@@ -4,8 +4,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::features::{AlarmCounts, FeatureInput, SparseFeatures, extract, fnv1a};
-use crate::event::Level;
 use crate::severity::Severity;
+use crate::ticket::Level;
 
 /// One labelled incident. This is also the JSONL training format (one object per line).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

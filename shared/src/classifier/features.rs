@@ -6,8 +6,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::event::{Level, LogSource, Ticket};
 use crate::log_bounding::BoundedLog;
+use crate::ticket::{Level, LogSource, Ticket};
 
 /// Buckets for hashed categorical fields (category, subcategory, symptom, ...).
 pub const CATEGORICAL_BUCKETS: usize = 1024;

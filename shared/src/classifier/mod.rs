@@ -15,8 +15,8 @@ pub mod train;
 
 use serde::{Deserialize, Serialize};
 
-use crate::event::Level;
 use crate::severity::Severity;
+use crate::ticket::Level;
 use features::{AlarmClass, FeatureInput, extract};
 use model::{CLASSES, Model, ModelError};
 
