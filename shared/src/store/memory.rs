@@ -165,7 +165,7 @@ struct StoredTicket {
 enum Decoded {
     NotJson(String),
     Unreadable(String),
-    Snapshot(TicketSnapshot),
+    Snapshot(Box<TicketSnapshot>),
 }
 
 impl Decoded {
@@ -174,7 +174,7 @@ impl Decoded {
         match snapshot.to_value() {
             Err(e) => Decoded::NotJson(e.to_string()),
             Ok(value) => match serde_json::from_value::<TicketSnapshot>(value) {
-                Ok(snapshot) => Decoded::Snapshot(snapshot),
+                Ok(snapshot) => Decoded::Snapshot(Box::new(snapshot)),
                 Err(e) => Decoded::Unreadable(e.to_string()),
             },
         }
@@ -475,7 +475,7 @@ impl State {
     fn pending_jobs(&self, tier: Tier, limit: usize, aging: &AgingPolicy) -> Vec<Job> {
         self.pending_order(tier, limit, aging)
             .into_iter()
-            .map(Job::clone)
+            .cloned()
             .collect()
     }
 
@@ -531,7 +531,7 @@ impl State {
             }),
             Decoded::Snapshot(snapshot) => Ok(SnapshotLoad::Current {
                 version,
-                snapshot: Box::new(snapshot.clone()),
+                snapshot: snapshot.clone(),
             }),
         }
     }
