@@ -56,7 +56,7 @@ use crate::dispatch_policy::DispatchConfig;
 use crate::fault_switches::{self, Mechanism};
 use crate::gauges::{self, GaugeError, Gauges};
 use crate::governor::{Admission, Governor, GovernorError, Reservation};
-use crate::job::{LlmUse, SummaryKind, Tier};
+use crate::job::{Job, LlmUse, SummaryKind, Tier};
 use crate::metering::CallCost;
 use crate::store::{Lease, Store, StoreError};
 use crate::tokens::Tokens;
@@ -525,16 +525,12 @@ impl Tick<'_, '_> {
             return Ok(());
         };
         let config = self.ctx.config;
-        let pending = self
-            .ctx
-            .store
-            .pending_jobs(tier, BACKLOG_SCAN, config.aging())
-            .await?;
         let tokens_per_ms = limits.minute_tokens.max(1) as f64 / 60_000.0;
         let ms_per_request = limits.window_ms as f64 / limits.requests.max(1) as f64;
         let (mut ahead_tokens, mut ahead_requests) = (0u64, 0u64);
         let mut unreachable = BTreeMap::new();
-        for job in pending {
+        // Visited in place: only the jobs that leave are copied (their ids).
+        let mut visit = |job: &Job| {
             let wait_ms =
                 (ahead_tokens as f64 / tokens_per_ms).max(ahead_requests as f64 * ms_per_request);
             let expected = free_at.plus(std::time::Duration::from_millis(wait_ms as u64));
@@ -543,10 +539,14 @@ impl Tick<'_, '_> {
             } else if !(job.llm == LlmUse::Never || job.llm.only_when_calm_in(tier)) {
                 // Jobs the tier table keeps extractive, or lets use this tier only while it
                 // is calm, count for nothing ahead: leased from a tier this busy, they leave it.
-                ahead_tokens += CallCost::of_jobs([&job]).total().0;
+                ahead_tokens += CallCost::of_jobs([job]).total().0;
                 ahead_requests += 1;
             }
-        }
+        };
+        self.ctx
+            .store
+            .visit_pending_jobs(tier, BACKLOG_SCAN, config.aging(), &mut visit)
+            .await?;
         if unreachable.is_empty() {
             return Ok(());
         }

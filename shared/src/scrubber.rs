@@ -64,11 +64,9 @@ impl ScrubContext {
         internal_texts: &[&str],
     ) -> ScrubContext {
         let mut internal_runs = HashSet::new();
+        let mut words = WordBuffer::default();
         for text in internal_texts {
-            let words = words(text);
-            for run in words.windows(COPIED_WORDS) {
-                internal_runs.insert(run_hash(run));
-            }
+            words.insert_run_hashes(text, &mut internal_runs);
         }
         ScrubContext {
             people,
@@ -125,9 +123,7 @@ impl ScrubContext {
 
     /// Adds internal text (e.g. bounded log lines) to the copied-run check.
     pub fn add_internal_text(&mut self, text: &str) {
-        for run in words(text).windows(COPIED_WORDS) {
-            self.internal_runs.insert(run_hash(run));
-        }
+        WordBuffer::default().insert_run_hashes(text, &mut self.internal_runs);
     }
 }
 
@@ -465,6 +461,44 @@ fn run_hash(run: &[String]) -> u64 {
     crate::classifier::features::fnv1a(&parts)
 }
 
+/// A text's words as [`words`] gives them, laid end to end in one buffer: hashing every
+/// run of a ticket's text (a context is built for every customer notice) without a
+/// string per word or a vector per run.
+#[derive(Default)]
+struct WordBuffer {
+    text: String,
+    spans: Vec<(usize, usize)>,
+}
+
+impl WordBuffer {
+    /// Adds the [`run_hash`] of every `COPIED_WORDS`-word run of `text` to `runs`.
+    fn insert_run_hashes(&mut self, text: &str, runs: &mut HashSet<u64>) {
+        self.text.clear();
+        self.spans.clear();
+        for word in text.split(|c: char| !c.is_alphanumeric()) {
+            if word.is_empty() {
+                continue;
+            }
+            let start = self.text.len();
+            if word.is_ascii() {
+                self.text.push_str(word);
+                self.text[start..].make_ascii_lowercase();
+            } else {
+                self.text.push_str(&word.to_lowercase());
+            }
+            self.spans.push((start, self.text.len()));
+        }
+        let bytes = self.text.as_bytes();
+        for run in self.spans.windows(COPIED_WORDS) {
+            let mut parts: [&[u8]; 2 * COPIED_WORDS] = [b" "; 2 * COPIED_WORDS];
+            for (i, &(start, end)) in run.iter().enumerate() {
+                parts[2 * i] = &bytes[start..end];
+            }
+            runs.insert(crate::classifier::features::fnv1a(&parts));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -475,6 +509,16 @@ mod tests {
             vec!["lon-pe-01".into(), "Core Network Ops".into()],
             &["technician swapped the optic on the aggregation card at the north exchange"],
         )
+    }
+
+    #[test]
+    fn run_hashes_from_the_word_buffer_are_those_of_the_words() {
+        let text = "Technician SWAPPED the optic — on the Straße card, at the north exchange; İstanbul 42 x";
+        let mut from_buffer = HashSet::new();
+        WordBuffer::default().insert_run_hashes(text, &mut from_buffer);
+        let from_words: HashSet<u64> = words(text).windows(COPIED_WORDS).map(run_hash).collect();
+        assert_eq!(from_buffer, from_words);
+        assert_eq!(from_words.len(), words(text).len() - COPIED_WORDS + 1);
     }
 
     #[test]

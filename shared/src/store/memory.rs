@@ -24,6 +24,7 @@ use crate::job::{Job, JobId, SummaryKind, Tier};
 use crate::region_key::RegionKey;
 use crate::region_rollup::RegionRollup;
 use crate::severity::Severity;
+use crate::snapshot::{SnapshotLoad, TicketSnapshot};
 use crate::summary::{PutOutcome, Summary, replaces, standing};
 use crate::ticket_id::TicketId;
 use crate::ticket_number::TicketNumber;
@@ -63,9 +64,9 @@ struct State {
     summaries: BTreeMap<(TicketId, SummaryKind), Summary>,
     /// The latest roll-up per region key.
     rollups: BTreeMap<String, RegionRollup>,
-    /// By job id; looked up, never walked in order (a hash map: the dispatcher's backlog
-    /// scan looks up thousands of jobs a tick).
-    jobs: HashMap<String, StoredJob>,
+    /// By job id; looked up, never walked in order (a hash map with a fast hasher: the
+    /// dispatcher's backlog scan looks up thousands of jobs a tick).
+    jobs: HashMap<String, StoredJob, foldhash::fast::RandomState>,
     ticket_jobs: BTreeMap<TicketId, BTreeSet<String>>,
     pending: BTreeMap<(Tier, Severity), BTreeSet<Entry>>,
     coalesce: BTreeMap<(Tier, String), BTreeSet<Entry>>,
@@ -154,9 +155,34 @@ impl OwedSet {
 struct StoredTicket {
     version: u64,
     snapshot: SnapshotJson,
+    /// The snapshot decoded, once, on its first load: every job of the version reads the
+    /// same text, and decoding it is what a load costs. Dropped with the version.
+    decoded: Option<Decoded>,
     /// Kept apart from the region index (which evicts), so that a later version moving
     /// the ticket elsewhere always knows which region it leaves.
     region: Option<String>,
+}
+
+/// A stored snapshot's text read as [`Store::load_snapshot`] reads it: not JSON (the
+/// store's error), not a snapshot (unreadable, with the reason), or the snapshot.
+#[derive(Debug)]
+enum Decoded {
+    NotJson(String),
+    Unreadable(String),
+    Snapshot(Box<TicketSnapshot>),
+}
+
+impl Decoded {
+    /// The same two steps as [`Store::ticket_snapshot`] then [`SnapshotLoad::judge`].
+    fn of(snapshot: &SnapshotJson) -> Decoded {
+        match snapshot.to_value() {
+            Err(e) => Decoded::NotJson(e.to_string()),
+            Ok(value) => match serde_json::from_value::<TicketSnapshot>(value) {
+                Ok(snapshot) => Decoded::Snapshot(Box::new(snapshot)),
+                Err(e) => Decoded::Unreadable(e.to_string()),
+            },
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -205,6 +231,7 @@ impl State {
             StoredTicket {
                 version: record.version,
                 snapshot: record.snapshot.clone(),
+                decoded: None,
                 region: region.map(str::to_owned),
             },
         );
@@ -459,9 +486,18 @@ impl State {
         leases
     }
 
-    /// The first `limit` pending jobs of `tier` in serve order: each severity's queue is
-    /// in arrival order, so its first `limit` entries hold its share of the overall first.
+    /// The first `limit` pending jobs of `tier` in serve order.
     fn pending_jobs(&self, tier: Tier, limit: usize, aging: &AgingPolicy) -> Vec<Job> {
+        self.pending_order(tier, limit, aging)
+            .into_iter()
+            .cloned()
+            .collect()
+    }
+
+    /// The first `limit` pending jobs of `tier` in serve order, lent: each severity's
+    /// queue is in arrival order, so its first `limit` entries hold its share of the
+    /// overall first.
+    fn pending_order(&self, tier: Tier, limit: usize, aging: &AgingPolicy) -> Vec<&Job> {
         let mut candidates: Vec<(u64, u64, &str)> = Severity::ALL
             .iter()
             .filter_map(|&severity| self.pending.get(&(tier, severity)).map(|q| (severity, q)))
@@ -481,8 +517,38 @@ impl State {
         candidates
             .into_iter()
             .take(limit)
-            .filter_map(|(_, _, id)| self.jobs.get(id).map(|s| s.job.clone()))
+            .filter_map(|(_, _, id)| self.jobs.get(id).map(|s| &s.job))
             .collect()
+    }
+
+    /// The latest snapshot of `ticket` judged against `job_version`, as
+    /// [`Store::load_snapshot`] does, decoding the stored text at most once per version.
+    fn load_snapshot(
+        &mut self,
+        ticket: &TicketId,
+        job_version: Option<u64>,
+    ) -> Result<SnapshotLoad, StoreError> {
+        let Some(stored) = self.tickets.get_mut(ticket) else {
+            return Ok(SnapshotLoad::Missing);
+        };
+        let version = stored.version;
+        match stored
+            .decoded
+            .get_or_insert_with(|| Decoded::of(&stored.snapshot))
+        {
+            Decoded::NotJson(e) => Err(StoreError::Corrupt(e.clone())),
+            _ if job_version.is_some_and(|job| version > job) => {
+                Ok(SnapshotLoad::Superseded { stored: version })
+            }
+            Decoded::Unreadable(reason) => Ok(SnapshotLoad::Unreadable {
+                version,
+                reason: reason.clone(),
+            }),
+            Decoded::Snapshot(snapshot) => Ok(SnapshotLoad::Current {
+                version,
+                snapshot: snapshot.clone(),
+            }),
+        }
     }
 
     fn lease_jobs(&mut self, tier: Tier, ids: &[JobId], expires_at: EpochMillis) -> LeasedGroup {
@@ -931,6 +997,14 @@ impl Store for MemoryStore {
             .map_err(|e| StoreError::Corrupt(e.to_string()))?)
     }
 
+    async fn load_snapshot(
+        &self,
+        ticket: &TicketId,
+        job_version: Option<u64>,
+    ) -> Result<SnapshotLoad, StoreError> {
+        self.state().load_snapshot(ticket, job_version)
+    }
+
     async fn enqueue(&self, jobs: &[Job]) -> Result<u64, StoreError> {
         let mut state = self.state();
         Ok(jobs.iter().filter(|job| state.enqueue(job)).count() as u64)
@@ -974,6 +1048,19 @@ impl Store for MemoryStore {
         aging: AgingPolicy,
     ) -> Result<Vec<Job>, StoreError> {
         Ok(self.state().pending_jobs(tier, limit, &aging))
+    }
+
+    async fn visit_pending_jobs(
+        &self,
+        tier: Tier,
+        limit: usize,
+        aging: AgingPolicy,
+        visit: &mut (dyn for<'j> FnMut(&'j Job) + Send),
+    ) -> Result<(), StoreError> {
+        for job in self.state().pending_order(tier, limit, &aging) {
+            visit(job);
+        }
+        Ok(())
     }
 
     async fn lease_jobs(

@@ -139,16 +139,19 @@ pub struct IngestRecord {
 /// A snapshot's JSON text, serialized once when its record is prepared and stored as it
 /// is: ingest never builds a `serde_json::Value` tree of a snapshot only to write it out
 /// (and free it) again.
+///
+/// Shared, not copied: a record's snapshot is stored as it is by every replay of a
+/// prepared trace, so storing it only counts a reference.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SnapshotJson(String);
+pub struct SnapshotJson(std::sync::Arc<str>);
 
 impl SnapshotJson {
     pub fn encode(value: &impl Serialize) -> Result<SnapshotJson, serde_json::Error> {
-        serde_json::to_string(value).map(SnapshotJson)
+        serde_json::to_string(value).map(|text| SnapshotJson(text.into()))
     }
 
     pub fn from_value(value: &serde_json::Value) -> SnapshotJson {
-        SnapshotJson(value.to_string())
+        SnapshotJson(value.to_string().into())
     }
 
     pub fn as_str(&self) -> &str {
@@ -396,6 +399,21 @@ pub trait Store: ConsoleStore + Send + Sync + std::fmt::Debug {
         limit: usize,
         aging: AgingPolicy,
     ) -> Result<Vec<Job>, StoreError>;
+    /// Shows `visit` the jobs [`Store::pending_jobs`] would list, in the same order,
+    /// without handing them over: what the dispatcher's backlog scan reads every tick.
+    /// A backend that can lend its jobs in place saves copying thousands of them.
+    async fn visit_pending_jobs(
+        &self,
+        tier: Tier,
+        limit: usize,
+        aging: AgingPolicy,
+        visit: &mut (dyn for<'j> FnMut(&'j Job) + Send),
+    ) -> Result<(), StoreError> {
+        for job in self.pending_jobs(tier, limit, aging).await? {
+            visit(&job);
+        }
+        Ok(())
+    }
     /// Leases exactly the named jobs that are still pending in `tier` (others are
     /// skipped), in the order given, each with its own lease token.
     async fn lease_jobs(
