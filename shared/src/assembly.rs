@@ -269,6 +269,7 @@ mod tests {
     use super::*;
     use crate::clock::ManualClock;
     use crate::governor::MemoryLedger;
+    use crate::testing::scripted_llm::ScriptedLlm;
 
     fn settings(related_context: RelatedContextMode) -> ProductSettings {
         let deployment = |name: &str| DeploymentSettings {
@@ -293,7 +294,8 @@ mod tests {
     }
 
     fn io(with_related: bool) -> ProductIo<()> {
-        let llm: Arc<dyn LlmClient> = Arc::new(Unreachable);
+        // An empty script: a call would fail, and assembling makes none.
+        let llm: Arc<dyn LlmClient> = Arc::new(ScriptedLlm::new([]));
         let related: Option<Arc<dyn RelatedContext>> =
             with_related.then(|| Arc::new(NoMatches) as Arc<dyn RelatedContext>);
         ProductIo {
@@ -301,22 +303,6 @@ mod tests {
             ledger: Arc::new(MemoryLedger::new()),
             llm: Some(llm),
             related,
-        }
-    }
-
-    /// An endpoint that cannot be reached: assembling calls nothing.
-    #[derive(Debug)]
-    struct Unreachable;
-
-    #[async_trait::async_trait]
-    impl LlmClient for Unreachable {
-        async fn complete(
-            &self,
-            _request: &crate::llm::ChatRequest,
-        ) -> Result<crate::llm::Completion, crate::llm::LlmError> {
-            Err(crate::llm::LlmError::Transport {
-                message: "no endpoint".into(),
-            })
         }
     }
 
