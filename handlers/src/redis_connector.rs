@@ -148,58 +148,6 @@ impl RedisConnector {
             .await
             .map_err(|e| StoreError::Unavailable(e.to_string()))
     }
-
-    /// A connection of its own, made on first use (for side stores such as the
-    /// ServiceNow work-note outbox); building it touches nothing.
-    pub fn lazy_connection(&self) -> LazyConnection {
-        LazyConnection {
-            connector: Some(self.clone()),
-            connection: OnceCell::new(),
-        }
-    }
-}
-
-/// A Redis connection made by the first call that needs it; a failed attempt is
-/// retried by the next call rather than remembered.
-pub struct LazyConnection {
-    /// `None` for a connection that was handed over ready.
-    connector: Option<RedisConnector>,
-    connection: OnceCell<ConnectionManager>,
-}
-
-impl LazyConnection {
-    /// Around a connection that is already made (tests).
-    pub fn ready(connection: ConnectionManager) -> Self {
-        LazyConnection {
-            connector: None,
-            connection: OnceCell::new_with(Some(connection)),
-        }
-    }
-
-    /// The connection, connecting now if this is the first use.
-    pub async fn get(&self) -> Result<ConnectionManager, StoreError> {
-        self.connection
-            .get_or_try_init(|| async {
-                match &self.connector {
-                    Some(connector) => connector.connection_manager().await,
-                    None => Err(StoreError::Unavailable("no Redis connector".into())),
-                }
-            })
-            .await
-            .cloned()
-    }
-
-    pub fn is_connected(&self) -> bool {
-        self.connection.initialized()
-    }
-}
-
-impl std::fmt::Debug for LazyConnection {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LazyConnection")
-            .field("connected", &self.is_connected())
-            .finish()
-    }
 }
 
 #[async_trait]
@@ -432,18 +380,6 @@ mod tests {
         };
         let store = RedisConnector::new(settings, None).connect().await;
         assert!(store.is_ok(), "building the store must not connect");
-    }
-
-    #[tokio::test]
-    async fn a_lazy_connection_is_made_on_first_use_and_a_failure_is_not_remembered() {
-        let settings = RedisSettings {
-            url: crate::secrets::Secret::new("redis://127.0.0.1:1/"),
-            auth: RedisAuth::Url,
-        };
-        let lazy = RedisConnector::new(settings, None).lazy_connection();
-        assert!(!lazy.is_connected());
-        assert!(lazy.get().await.is_err(), "nothing listens on port 1");
-        assert!(!lazy.is_connected());
     }
 
     #[tokio::test]

@@ -834,6 +834,14 @@ fn deployment_name(name: &str) -> Result<DeploymentName, ReplayError> {
     )
 }
 
+/// The classifier and the ingest policy the lab's product ingests with (the product's
+/// defaults): [`product_settings`] assembles the product with them and
+/// [`PreparedTrace::prepare`] ingests a trace ahead with the same, so a prepared trace is
+/// what the assembled product would have ingested.
+fn lab_ingest_settings() -> (ClassifierSettings, IngestPolicy) {
+    (ClassifierSettings::default(), IngestPolicy::default())
+}
+
 /// The product's settings for a replay: the scenario's deployments, the options' governor
 /// and seed, the product's defaults otherwise, and no related context, so that a replay
 /// depends on its trace alone.
@@ -849,14 +857,15 @@ fn product_settings(
             requests_per_minute: d.requests_per_minute()?,
         })
     };
+    let ingest_settings = lab_ingest_settings();
     Ok(ProductSettings {
         premium: deployment(&scenario.premium)?,
         standard: deployment(&scenario.standard)?,
         governor: options.governor,
-        ingest: IngestPolicy::default(),
+        ingest: ingest_settings.1,
         dispatch: DispatchConfig::default(),
         summarize: SummarizeSettings::default(),
-        classifier: ClassifierSettings::default(),
+        classifier: ingest_settings.0,
         related_context: RelatedContextMode::Off,
         seed: options.seed,
     })
@@ -1099,12 +1108,13 @@ impl PreparedTrace {
                 .chunks(chunk)
                 .map(|part| {
                     scope.spawn(move || -> Result<Vec<Prepared>, ReplayError> {
-                        let classifier = Classifier::embedded()
+                        let (classifier, policy) = lab_ingest_settings();
+                        let classifier = classifier
+                            .load()
                             .map_err(|e| ReplayError::Setup(e.to_string()))?;
                         let store = MemoryStore::new();
                         let clock =
                             stormgate_shared::clock::ManualClock::starting_at(EpochMillis::ZERO);
-                        let policy = IngestPolicy::default();
                         let ctx = IngestContext {
                             store: &store,
                             clock: &clock,

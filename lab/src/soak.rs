@@ -18,7 +18,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use stormgate_shared::classifier::Classifier;
+use stormgate_shared::assembly::ClassifierSettings;
 use stormgate_shared::clock::{EpochMillis, ManualClock};
 use stormgate_shared::ingest::{IngestContext, IngestPolicy, prepare};
 use stormgate_shared::job::{SummaryKind, Tier};
@@ -183,7 +183,9 @@ impl MemoryProbe for RedisMemory {
 
 /// The pool of prepared storm tickets.
 fn pool(seed: u64) -> Result<Vec<IngestRecord>, SoakError> {
-    let classifier = Classifier::embedded().map_err(|e| SoakError::Prepare(e.to_string()))?;
+    let classifier = ClassifierSettings::default()
+        .load()
+        .map_err(|e| SoakError::Prepare(e.to_string()))?;
     let store = MemoryStore::new();
     let clock = ManualClock::starting_at(START);
     let policy = IngestPolicy::default();
