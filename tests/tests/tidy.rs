@@ -43,8 +43,8 @@ fn code_lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
         .filter(|(_, l)| !l.starts_with("//"))
 }
 
-#[test]
-fn shared_never_reads_the_clock_or_the_environment() {
+/// What reads the wall clock or the process environment, in `dir` outside `skip`.
+fn clock_or_environment_reads(dir: &str, skip: &[&str]) -> Vec<String> {
     let forbidden = [
         "SystemTime::now",
         "Instant::now",
@@ -56,12 +56,10 @@ fn shared_never_reads_the_clock_or_the_environment() {
         "env::vars(",
         "std::env::args",
     ];
-    // `testing/` is the feature-gated harness that starts a real redis-server for
-    // tests; waiting for a process to come up is real time by nature.
-    let harness = repo_root().join("shared/src/testing");
+    let skip: Vec<PathBuf> = skip.iter().map(|s| repo_root().join(dir).join(s)).collect();
     let mut found = Vec::new();
-    for file in rust_files(&repo_root().join("shared/src")) {
-        if file.starts_with(&harness) {
+    for file in rust_files(&repo_root().join(dir)) {
+        if skip.iter().any(|s| file.starts_with(s)) {
             continue;
         }
         let text = fs::read_to_string(&file).expect("read source");
@@ -73,9 +71,31 @@ fn shared_never_reads_the_clock_or_the_environment() {
             }
         }
     }
+    found
+}
+
+#[test]
+fn shared_never_reads_the_clock_or_the_environment() {
+    // `testing/` is the feature-gated harness that starts a real redis-server for
+    // tests; waiting for a process to come up is real time by nature.
+    let found = clock_or_environment_reads("shared/src", &["testing"]);
     assert!(
         found.is_empty(),
         "shared must take time from clock::Clock and settings as values:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_storm_lab_never_reads_the_clock_or_the_environment() {
+    // The replay runs the product on virtual time: a wall-clock read would make a result
+    // depend on the machine. The host emulation, `stormgate local` and the simulator's
+    // HTTP server run in real time by nature (through the handler's `SystemClock`).
+    let found =
+        clock_or_environment_reads("lab/src", &["functions_host", "local", "simulator_http.rs"]);
+    assert!(
+        found.is_empty(),
+        "the storm lab must take time from its virtual clock and settings as values:\n{}",
         found.join("\n")
     );
 }
