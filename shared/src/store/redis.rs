@@ -451,6 +451,16 @@ fn push_job_args(invocation: &mut ScriptInvocation<'_>, job: &Job) -> Result<(),
     Ok(())
 }
 
+/// What a put script's answer means: 1 when it stored the value, 0 when what the store
+/// holds already supersedes it.
+fn put_outcome(stored: u8) -> PutOutcome {
+    if stored == 1 {
+        PutOutcome::Stored
+    } else {
+        PutOutcome::Superseded
+    }
+}
+
 fn to_json<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
     serde_json::to_string(value).map_err(|e| StoreError::Corrupt(e.to_string()))
 }
@@ -727,12 +737,7 @@ impl Store for RedisStore {
             .arg(summary_rank(summary))
             .arg(to_json(summary)?)
             .arg(self.key_ttl_ms());
-        let stored: u8 = self.run(&invocation).await?;
-        Ok(if stored == 1 {
-            PutOutcome::Stored
-        } else {
-            PutOutcome::Superseded
-        })
+        Ok(put_outcome(self.run(&invocation).await?))
     }
 
     async fn summary(
@@ -757,12 +762,7 @@ impl Store for RedisStore {
             .arg(rollup.standing())
             .arg(to_json(rollup)?)
             .arg(self.key_ttl_ms());
-        let stored: u8 = self.run(&invocation).await?;
-        Ok(if stored == 1 {
-            PutOutcome::Stored
-        } else {
-            PutOutcome::Superseded
-        })
+        Ok(put_outcome(self.run(&invocation).await?))
     }
 
     async fn rollup(&self, region: &RegionKey) -> Result<Option<RegionRollup>, StoreError> {
@@ -1097,12 +1097,7 @@ impl Store for RedisStore {
             .arg(if owes { "1" } else { "0" })
             .arg(now.as_millis())
             .arg(id.to_string());
-        let stored: u8 = self.run(&invocation).await?;
-        Ok(if stored == 1 {
-            PutOutcome::Stored
-        } else {
-            PutOutcome::Superseded
-        })
+        Ok(put_outcome(self.run(&invocation).await?))
     }
 
     async fn claim_owed(
