@@ -18,7 +18,7 @@
 //! |-----------------------------------|--------|----------------------------------------------------------|
 //! | `{ns}:ticket:<sys_id>`            | hash   | `version`, `snapshot` (JSON), `region` (when it has one), `number` |
 //! | `{ns}:number:<number>`            | string | the `sys_id` of the ticket numbered so (`INC0012345`); expires and is purged with the ticket |
-//! | `{ns}:summary:<sys_id>`           | hash   | per kind: `<kind>` (JSON), `<kind>:version`, `<kind>:rank` (extractive 0, LLM 1) |
+//! | `{ns}:summary:<sys_id>`           | hash   | per kind: `<kind>` (JSON), `<kind>:version`, `<kind>:rank` (its standing: extractive 0, degraded extractive 1, LLM 2) |
 //! | `{ns}:summary:<region key>`       | hash   | a region's roll-up: `rollup` (JSON), `rollup:version`, `rollup:rank`; the key is [`RegionKey`]'s 32 hex digits |
 //! | `{ns}:job:<job id>`               | hash   | `json`, `ticket`, `version`, `kind`, `tier`, `rank`, `enq`, `co`; while leased `token`, `exp`; `cancelled` |
 //! | `{ns}:ticket_jobs:<sys_id>`       | set    | ids of the ticket's pending and leased jobs              |
